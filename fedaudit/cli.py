@@ -1,0 +1,157 @@
+"""``fedaudit`` command line: run, validate, list scenarios."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from fedaudit.config import ScenarioError, bundled_scenarios, load_scenario
+
+EXIT_INPUT = 2
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2, no usage dump
+        print(f"fedaudit: error: {message} (see fedaudit --help)", file=sys.stderr)
+        raise SystemExit(EXIT_INPUT)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgParser(prog="fedaudit", description="Federated-learning privacy testbed.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgParser)
+
+    run = sub.add_parser("run", help="run a scenario (bundled name or .toml path)")
+    run.add_argument("scenario")
+    run.add_argument("--out", default="runs", help="parent folder of the run directory")
+    run.add_argument("--set", dest="overrides", action="append", default=[],
+                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+    run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
+
+    val = sub.add_parser("validate", help="check a scenario and its data without training")
+    val.add_argument("scenario")
+    val.add_argument("--set", dest="overrides", action="append", default=[],
+                     metavar="SECTION.KEY=VALUE")
+
+    sub.add_parser("scenarios", help="list the bundled scenarios")
+    return p
+
+
+def validate_all(name: str, overrides: list[str]) -> dict:
+    """Everything ``run`` checks before training: schema, data availability, partitions."""
+    scenario = load_scenario(name, overrides)
+    from fedaudit.data import build_federated_data
+
+    data = build_federated_data(scenario)
+    from fedaudit.models import model_for
+
+    model_for(scenario, data)  # the model must accept the data's shape
+    return scenario
+
+
+class RichProgress:
+    """Rounds as a rich progress bar with the latest accuracy; phases as status lines."""
+
+    def __init__(self, rounds: int) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+
+        self.console = Console(stderr=True)
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                            TimeElapsedColumn(), console=self.console, transient=False)
+        self.task = self.bar.add_task("rounds", total=rounds, info="starting Ray ...")
+
+    def __enter__(self) -> "RichProgress":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.stop()
+
+    def round_done(self, round_: int, record: dict) -> None:
+        info = f"test acc {record['test_accuracy']:.3f}"
+        if record["failures"]:
+            info += f", {record['failures']} failed"
+        self.bar.update(self.task, completed=round_, info=info)
+
+    def phase(self, text: str) -> None:
+        self.bar.update(self.task, info=text)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenario = validate_all(args.scenario, args.overrides)
+    from fedaudit.simulation.runner import run
+
+    t0 = time.perf_counter()
+    with RichProgress(scenario["federation"]["rounds"]) as progress:
+        run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose)
+    _summary(results, time.perf_counter() - t0)
+    print(run_dir)
+    return 0
+
+
+def _summary(results: dict, seconds: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    console.print(f"test accuracy {results['model']['test_accuracy']:.3f} "
+                  f"(loss {results['model']['test_loss']:.3f}) in {seconds:.1f} s")
+    attacks = results.get("attacks") or {}
+    if attacks:
+        t = Table(title="membership inference on the global model (pooled over clients)")
+        for col in ("attack", "AUC", "TPR@1%FPR", "FPR@80%TPR"):
+            t.add_column(col)
+        for name, m in attacks.items():
+            t.add_row(name, f"{m['auc']:.3f}", f"{m['tpr_at_1pct_fpr']:.3f}",
+                      f"{m['fpr_at_80pct_tpr']:.3f}")
+        console.print(t)
+    quant = results.get("quantization") or []
+    if quant:
+        t = Table(title="post-training quantization")
+        for col in ("quantizer", "bits", "r_Qn", "test acc"):
+            t.add_column(col)
+        for q in quant:
+            r = q["rqn"]
+            t.add_row(q["quantizer"], f"{q['bits']:g}", r if isinstance(r, str) else f"{r:.4g}",
+                      f"{q['test_accuracy']:.3f}")
+        console.print(t)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenario = validate_all(args.scenario, args.overrides)
+    print(f"{args.scenario}: ok ({scenario['federation']['num_clients']} clients, "
+          f"{scenario['federation']['rounds']} rounds, {scenario['data']['dataset']}, "
+          f"{scenario['model']['name']})")
+    return 0
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    import tomllib
+
+    for name, path in sorted(bundled_scenarios().items()):
+        desc = tomllib.loads(path.read_text()).get("scenario", {}).get("description", "")
+        print(f"{name:28s} {desc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    args = _parser().parse_args(argv)
+    handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios}[args.command]
+    try:
+        return handler(args)
+    except ScenarioError as exc:
+        print(f"fedaudit: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("fedaudit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""Scenario files: schema, loading, ``--set`` overrides and validation.
+
+A scenario is a TOML file of tables (``[scenario]``, ``[data]``, ``[federation]`` ...).
+Every key is declared once in :data:`SCHEMA` with its type, default and allowed values;
+anything else is an error.  Errors are :class:`ScenarioError` with a one-line message that
+names the file, the key and what is allowed -- the CLI prints it and exits with code 2.
+
+Table names are dotted paths (``audit.gnq``, ``federation.client_resources``), exactly as
+they are written in TOML headers, so ``--set audit.gnq.lam=0.1`` and
+``--set federation.client_resources.num_cpus=2`` address them directly.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import tomli_w
+
+
+class ScenarioError(ValueError):
+    """A scenario (file or override) that cannot be run; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One scenario key: its type(s), default, and constraints."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    item_types: tuple[type, ...] | None = None  # for lists
+    item_choices: Callable[[], tuple[str, ...]] | tuple[str, ...] | None = None
+    check: Callable[[Any], str | None] | None = None  # returns a message when invalid
+    optional: bool = False  # may be absent / empty string meaning "unset"
+
+
+def _f(types, default, help, **kw) -> Field:
+    if not isinstance(types, tuple):
+        types = (types,)
+    return Field(types=types, default=default, help=help, **kw)
+
+
+def _flower_strategies() -> tuple[str, ...]:
+    # Strategies that aggregate model arrays with a plain constructor; the DP wrappers are
+    # defenses, the XGBoost ones do not train torch models, and FedProx / QFedAvg need a
+    # client-side loss term our ClientApp does not implement yet.
+    return (
+        "FedAvg", "FedAvgM", "FedMedian", "FedTrimmedAvg", "Krum", "MultiKrum", "Bulyan",
+        "FedAdagrad", "FedAdam", "FedYogi",
+    )
+
+
+QUANTIZER_NAME = re.compile(r"^(fp32|int8|int4|int2|ternary|binary|ternary-sparse([1-9][0-9]?))$")
+
+
+def _check_quantizers(names: list[str]) -> str | None:
+    bad = [n for n in names if not QUANTIZER_NAME.match(n)]
+    if bad:
+        return (f"unknown quantizer {bad[0]!r}; allowed: fp32, int8, int4, int2, ternary, "
+                "ternary-sparseXX (XX = 1..99), binary")
+    if len(set(names)) != len(names):
+        return "lists a quantizer twice"
+    return None
+
+
+def _check_checkpoints(value: str) -> str | None:
+    if value == "all" or re.fullmatch(r"last-[1-9][0-9]*", value):
+        return None
+    return "must be 'all' or 'last-N' with N >= 1"
+
+
+ATTACK_METHODS = ("resmia", "loss", "confidence", "entropy", "mentropy")
+
+
+def _check_sizes(sizes: list[int]) -> str | None:
+    if any(s < 1 for s in sizes):
+        return "sizes must be positive integers"
+    if any(b >= a for a, b in zip(sizes, sizes[1:])):
+        return "sizes must strictly decrease (a fixed size re-applied is idempotent)"
+    return None
+
+
+def _check_targets(targets: list[str]) -> str | None:
+    bad = [t for t in targets if t not in ("global", "quantized")]
+    if bad:
+        return f"unknown target {bad[0]!r}; allowed: global, quantized"
+    return None
+
+
+SCHEMA: dict[str, dict[str, Field]] = {
+    "scenario": {
+        "name": _f(str, "scenario", "run name, used in the run directory name",
+                   check=lambda v: None if re.fullmatch(r"[A-Za-z0-9_.-]+", v)
+                   else "may only contain letters, digits, '_', '.', '-'"),
+        "seed": _f(int, 0, "seed for data splits, partitioning, model init and training",
+                   min=0, max=2**31 - 1),
+        "description": _f(str, "", "free text shown in the report"),
+    },
+    "data": {
+        "dataset": _f(str, "digits", "dataset name",
+                      choices=("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz")),
+        "data_dir": _f(str, "data", "directory holding torchvision datasets"),
+        "download": _f(bool, False, "allow torchvision to download a missing dataset"),
+        "path": _f(str, "", "path of the .npz file when dataset = 'npz'"),
+        "max_samples": _f(int, 0, "use at most this many samples in total (0 = all)", min=0),
+        "holdout_fraction": _f(float, 0.2, "fraction kept as attack non-members",
+                               min=0.0, max=0.9, min_exclusive=True),
+        "test_fraction": _f(float, 0.2, "fraction used for accuracy and r_Qn",
+                            min=0.0, max=0.9, min_exclusive=True),
+        "partitioner": _f(str, "iid", "how train samples are split across clients",
+                          choices=("iid", "dirichlet", "pathological")),
+        "alpha": _f(float, 0.5, "Dirichlet concentration (smaller = more label skew)",
+                    min=0.0, min_exclusive=True),
+        "min_partition_size": _f(int, 2, "Dirichlet: smallest allowed client", min=0),
+        "classes_per_client": _f(int, 2, "pathological: classes per client", min=1),
+    },
+    "federation": {
+        "num_clients": _f(int, 10, "number of simulated clients (SuperNodes)", min=1, max=10000),
+        "rounds": _f(int, 5, "federated rounds", min=1, max=100000),
+        "strategy": _f(str, "FedAvg", "a flwr.serverapp.strategy class",
+                       choices=_flower_strategies()),
+        "fraction_train": _f(float, 1.0, "fraction of clients sampled each round",
+                             min=0.0, max=1.0, min_exclusive=True),
+        "min_clients": _f(int, 1, "fewest valid replies a round needs to update the model",
+                          min=1),
+        "timeout": _f(float, 3600.0, "seconds to wait for client replies each round",
+                      min=0.0, min_exclusive=True),
+    },
+    "federation.client_resources": {
+        "num_cpus": _f((int, float), 1, "CPUs per client actor (bounds concurrency)",
+                       min=0.0, min_exclusive=True),
+        "num_gpus": _f((int, float), 0.0, "GPUs per client actor; a fraction shares a GPU",
+                       min=0.0),
+    },
+    "federation.init_args": {
+        "address": _f(str, "", "existing Ray cluster to join ('auto' or host:port); "
+                      "empty starts a local one"),
+        "num_cpus": _f(int, 0, "CPUs Ray may use (0 = all)", min=0),
+        "num_gpus": _f(int, -1, "GPUs Ray may use (-1 = detect)", min=-1),
+        "object_store_memory": _f(int, 0, "bytes for Ray's object store (0 = Ray's default)",
+                                  min=0),
+        "logging_level": _f(str, "ERROR", "Ray's log level",
+                            choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+        "log_to_driver": _f(bool, False, "show actor output in this terminal"),
+    },
+    "model": {
+        "name": _f(str, "cnn", "model architecture", choices=("mlp", "cnn", "resnet18")),
+        "width": _f(int, 16, "cnn: channels of the first conv layer; mlp: hidden units / 8",
+                    min=1, max=4096),
+    },
+    "train": {
+        "local_epochs": _f(int, 1, "local epochs per round", min=1),
+        "batch_size": _f(int, 32, "local batch size", min=1),
+        "optimizer": _f(str, "sgd", "local optimizer", choices=("sgd", "adam")),
+        "lr": _f(float, 0.05, "learning rate", min=0.0, min_exclusive=True),
+        "momentum": _f(float, 0.9, "SGD momentum", min=0.0, max=1.0),
+        "weight_decay": _f(float, 0.0, "L2 weight decay", min=0.0),
+        "device": _f(str, "auto", "where clients and server compute",
+                     choices=("auto", "cpu", "cuda")),
+    },
+    "audit.gnq": {
+        "client": _f(bool, True, "score every local sample with in-run ghost GNQ"),
+        "server": _f(bool, True, "score each client's update against the round's others"),
+        "lam": _f(float, 1e-2, "ridge lambda (absolute mode)", min=0.0, min_exclusive=True),
+        "lam_mode": _f(str, "absolute", "absolute lambda, or relative: rho * trace(K) / B",
+                       choices=("absolute", "relative")),
+        "rho": _f(float, 1e-2, "relative lambda factor", min=0.0, min_exclusive=True),
+    },
+    "audit.quantization": {
+        "enabled": _f(bool, True, "post-training quantization and r_Qn"),
+        "quantizers": _f(list, ["fp32", "int8", "int4", "int2", "ternary",
+                                "ternary-sparse50", "ternary-sparse90", "binary"],
+                         "quantizers applied to the global model trajectory",
+                         item_types=(str,), check=_check_quantizers),
+        "checkpoints": _f(str, "all", "checkpoints forming the candidates: all or last-N",
+                          check=_check_checkpoints),
+        "seeds": _f(list, [], "extra seeds whose trajectories are pooled into r_Qn "
+                    "(each reruns the federation)", item_types=(int,)),
+    },
+    "attack": {
+        "enabled": _f(bool, True, "run the black-box membership attacks"),
+        "methods": _f(list, list(ATTACK_METHODS), "attacks to run", item_types=(str,),
+                      item_choices=ATTACK_METHODS),
+        "targets": _f(list, ["global", "quantized"], "attack the global model and/or each "
+                      "quantized release", item_types=(str,), check=_check_targets),
+        "members_per_client": _f(int, 0, "members scored per client (0 = all)", min=0),
+        "seed": _f(int, 0, "seed for member/non-member sampling", min=0),
+        "batch_size": _f(int, 512, "queries per oracle batch", min=1),
+    },
+    "attack.resmia": {
+        "steps": _f(int, 0, "erosion steps K (0 = floor(log2 H))", min=0),
+        "sizes": _f(list, [], "explicit pooling sizes (strictly decreasing)",
+                    item_types=(int,), check=_check_sizes),
+        "upsample": _f(str, "nearest", "restoration interpolation",
+                       choices=("nearest", "bilinear")),
+        "score": _f(str, "endpoint", "confidence-decay statistic",
+                    choices=("endpoint", "mean-slope")),
+    },
+    "canaries": {
+        "count": _f(int, 0, "canaries per listed client (0 = none)", min=0),
+        "clients": _f(list, [0], "clients that receive canaries", item_types=(int,)),
+        "kind": _f(str, "mislabeled", "mislabeled samples or uniform-noise images",
+                   choices=("mislabeled", "noise")),
+    },
+}
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {int: "integer", float: "number", str: "string", bool: "boolean",
+             list: "array", dict: "table"}
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def _is_type(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    if float in types and isinstance(value, int):
+        return True
+    return isinstance(value, types)
+
+
+def _check_value(where: str, f: Field, value: Any) -> Any:
+    """Validate one value; return it normalised (ints widened to float where a float is due)."""
+    if not _is_type(value, f.types):
+        raise ScenarioError(f"{where} = {value!r}: wrong type, expected {_type_name(f.types)}")
+    if f.types == (float,) and isinstance(value, int):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(f"{where} = {value!r}: must be a finite number")
+    if f.choices is not None and value not in f.choices:
+        raise ScenarioError(f"{where} = {value!r}: unknown choice; allowed: "
+                            + ", ".join(map(str, f.choices)))
+    if f.min is not None and (value < f.min or (f.min_exclusive and value == f.min)):
+        op = ">" if f.min_exclusive else ">="
+        bound = f" and <= {f.max:g}" if f.max is not None else ""
+        raise ScenarioError(f"{where} = {value!r}: out of range, must be {op} {f.min:g}{bound}")
+    if f.max is not None and value > f.max:
+        raise ScenarioError(f"{where} = {value!r}: out of range, must be <= {f.max:g}")
+    if isinstance(value, list):
+        for item in value:
+            if f.item_types and not _is_type(item, f.item_types):
+                raise ScenarioError(f"{where} = {value!r}: items must be "
+                                    f"{_type_name(f.item_types)}")
+        if f.item_choices is not None:
+            allowed = f.item_choices() if callable(f.item_choices) else f.item_choices
+            bad = [v for v in value if v not in allowed]
+            if bad:
+                raise ScenarioError(f"{where} = {value!r}: unknown choice {bad[0]!r}; "
+                                    "allowed: " + ", ".join(allowed))
+            if len(set(value)) != len(value):
+                raise ScenarioError(f"{where} = {value!r}: lists an entry twice")
+    if f.check is not None:
+        msg = f.check(value)
+        if msg:
+            raise ScenarioError(f"{where} = {value!r}: {msg}")
+    return value
+
+
+def defaults() -> dict[str, dict[str, Any]]:
+    """Every section with every key at its default."""
+    return {sec: {k: copy.deepcopy(f.default) for k, f in fields.items()}
+            for sec, fields in SCHEMA.items()}
+
+
+def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """Map nested TOML tables to {dotted section: {key: value}}; reject unknown names."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(prefix: str, table: dict[str, Any]) -> None:
+        for key, value in table.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if path in SCHEMA:
+                if not isinstance(value, dict):
+                    raise ScenarioError(f"{source}: [{path}] must be a table")
+                out.setdefault(path, {})
+                walk(path, value)
+            elif prefix in SCHEMA:
+                out[prefix][key] = value
+            elif any(s.startswith(path + ".") for s in SCHEMA) and isinstance(value, dict):
+                walk(path, value)
+            else:
+                if prefix:
+                    allowed = ", ".join(SCHEMA[prefix]) if prefix in SCHEMA else ""
+                    raise ScenarioError(f"{source}: unknown key {path!r}"
+                                        + (f"; allowed in [{prefix}]: {allowed}" if allowed else ""))
+                raise ScenarioError(f"{source}: unknown table [{path}]; allowed: "
+                                    + ", ".join(SCHEMA))
+    walk("", raw)
+    return out
+
+
+def validate(sections: dict[str, dict[str, Any]], source: str = "scenario") -> dict[str, dict[str, Any]]:
+    """Return the resolved scenario (defaults filled in) or raise :class:`ScenarioError`."""
+    resolved = defaults()
+    for sec, values in sections.items():
+        fields = SCHEMA[sec]
+        for key, value in values.items():
+            if key not in fields:
+                raise ScenarioError(f"{source}: unknown key '{sec}.{key}'; allowed in "
+                                    f"[{sec}]: " + ", ".join(fields))
+            resolved[sec][key] = _check_value(f"{source}: {sec}.{key}", fields[key], value)
+    _check_cross(resolved, source)
+    return resolved
+
+
+def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
+    """Constraints that involve several keys."""
+    d, fed = s["data"], s["federation"]
+    if d["holdout_fraction"] + d["test_fraction"] >= 0.95:
+        raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
+                            f"{d['holdout_fraction'] + d['test_fraction']:g}: must be < 0.95 "
+                            "so clients keep training data")
+    if d["dataset"] == "npz" and not d["path"]:
+        raise ScenarioError(f"{source}: data.path is required when data.dataset = 'npz'")
+    if fed["min_clients"] > fed["num_clients"]:
+        raise ScenarioError(f"{source}: federation.min_clients = {fed['min_clients']}: must be "
+                            f"<= federation.num_clients ({fed['num_clients']})")
+    bad = [c for c in s["canaries"]["clients"] if not 0 <= c < fed["num_clients"]]
+    if s["canaries"]["count"] and bad:
+        raise ScenarioError(f"{source}: canaries.clients = {s['canaries']['clients']!r}: client "
+                            f"{bad[0]} does not exist; allowed: 0..{fed['num_clients'] - 1}")
+    res = s["federation.client_resources"]
+    if s["train"]["device"] == "cuda" and res["num_gpus"] == 0:
+        raise ScenarioError(f"{source}: train.device = 'cuda' needs "
+                            "federation.client_resources.num_gpus > 0")
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """Parse ``section.key=value`` (TOML value syntax; a bare word is taken as a string)."""
+    if "=" not in text:
+        raise ScenarioError(f"--set {text!r}: expected section.key=value")
+    path, raw = text.split("=", 1)
+    path = path.strip()
+    if "." not in path:
+        raise ScenarioError(f"--set {text!r}: expected section.key=value "
+                            f"(sections: {', '.join(SCHEMA)})")
+    section, key = path.rsplit(".", 1)
+    if section not in SCHEMA:
+        raise ScenarioError(f"--set {text!r}: unknown table [{section}]; allowed: "
+                            + ", ".join(SCHEMA))
+    if key not in SCHEMA[section]:
+        raise ScenarioError(f"--set {text!r}: unknown key '{path}'; allowed in [{section}]: "
+                            + ", ".join(SCHEMA[section]))
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:/+-]*", raw):
+            value = raw  # convenience: --set data.partitioner=dirichlet
+        else:
+            raise ScenarioError(f"--set {text!r}: value is not valid TOML "
+                                "(quote strings, e.g. key=\"text\")") from None
+    return section, key, value
+
+
+def bundled_scenarios() -> dict[str, Path]:
+    """Scenario files shipped with the package, by name."""
+    root = resources.files("fedaudit.scenarios")
+    return {p.name[:-5]: Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml")}
+
+
+def find_scenario(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ScenarioError(f"{name_or_path}: no such scenario file")
+        return path
+    bundled = bundled_scenarios()
+    if name_or_path in bundled:
+        return bundled[name_or_path]
+    raise ScenarioError(f"{name_or_path!r}: not a file and not a bundled scenario; bundled: "
+                        + ", ".join(sorted(bundled)))
+
+
+def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Load a scenario by bundled name or path, apply ``--set`` overrides, validate."""
+    path = find_scenario(name_or_path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc}") from None
+    sections = _flatten_sections(raw, str(path))
+    for text in overrides:
+        section, key, value = parse_override(text)
+        sections.setdefault(section, {})[key] = value
+    return validate(sections, str(path))
+
+
+def to_toml(scenario: dict[str, dict[str, Any]]) -> str:
+    """Serialise a resolved scenario as nested TOML tables (round-trips through load)."""
+    nested: dict[str, Any] = {}
+    for sec, values in scenario.items():
+        node = nested
+        for part in sec.split("."):
+            node = node.setdefault(part, {})
+        node.update(values)
+    return tomli_w.dumps(nested)
+
+
+def from_toml(text: str, source: str = "scenario") -> dict[str, dict[str, Any]]:
+    """Parse and validate a scenario given as TOML text (e.g. a run's scenario.toml)."""
+    return validate(_flatten_sections(tomllib.loads(text), source), source)

@@ -1,0 +1,163 @@
+"""Splits (train / holdout / test), partitioning of ``train`` across clients, canaries.
+
+Partitioning uses flwr-datasets' partitioners (IidPartitioner, DirichletPartitioner,
+PathologicalPartitioner) over a tiny Hugging Face table of (global id, label); they return
+rows, from which we read the global ids back.  The rows are shuffled with the scenario seed
+first because IidPartitioner shards contiguously.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedaudit.config import ScenarioError
+from fedaudit.data.datasets import Dataset, load_dataset
+
+
+@dataclass(frozen=True)
+class FederatedData:
+    name: str
+    x: np.ndarray  # float32 (N, C, H, W); canaries already applied
+    y: np.ndarray  # int64 (N,); canaries already applied
+    classes: tuple[str, ...]
+    train: np.ndarray  # global ids of member samples (union of the clients)
+    holdout: np.ndarray  # global ids of non-members (attack)
+    test: np.ndarray  # global ids for accuracy and r_Qn
+    clients: tuple[np.ndarray, ...]  # global ids per client (partition of train)
+    canary: np.ndarray  # bool (N,)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def client_of(self) -> np.ndarray:
+        """int (N,) client index of every sample, -1 outside train."""
+        owner = np.full(len(self.y), -1, dtype=np.int64)
+        for c, ids in enumerate(self.clients):
+            owner[ids] = c
+        return owner
+
+
+def split_ids(y: np.ndarray, holdout_fraction: float, test_fraction: float,
+              seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stratified, disjoint train / holdout / test ids (sorted) over ``range(len(y))``."""
+    from sklearn.model_selection import train_test_split
+
+    ids = np.arange(len(y))
+    counts = np.bincount(y)
+    stratify_ok = counts[counts > 0].min() >= 3
+    rest, test = train_test_split(ids, test_size=test_fraction, random_state=seed,
+                                  stratify=y if stratify_ok else None)
+    frac = holdout_fraction / (1.0 - test_fraction)
+    train, holdout = train_test_split(rest, test_size=frac, random_state=seed + 1,
+                                      stratify=y[rest] if stratify_ok else None)
+    return np.sort(train), np.sort(holdout), np.sort(test)
+
+
+def partition_ids(train: np.ndarray, labels: np.ndarray, num_clients: int, scheme: str,
+                  seed: int, *, alpha: float = 0.5, min_partition_size: int = 2,
+                  classes_per_client: int = 2) -> list[np.ndarray]:
+    """Partition global ``train`` ids (with their ``labels``) across ``num_clients``."""
+    import datasets as hf
+    from flwr_datasets.partitioner import (DirichletPartitioner, IidPartitioner,
+                                           PathologicalPartitioner)
+
+    if num_clients > len(train):
+        raise ScenarioError(f"federation.num_clients = {num_clients}: more clients than "
+                            f"training samples ({len(train)})")
+    order = np.random.default_rng(seed).permutation(len(train))
+    table = hf.Dataset.from_dict({"id": train[order].tolist(), "label": labels[order].tolist()})
+    if scheme == "iid":
+        part = IidPartitioner(num_partitions=num_clients)
+    elif scheme == "dirichlet":
+        part = DirichletPartitioner(num_partitions=num_clients, partition_by="label",
+                                    alpha=alpha, min_partition_size=min_partition_size,
+                                    self_balancing=False, shuffle=True, seed=seed)
+    elif scheme == "pathological":
+        n_classes = len(np.unique(labels))
+        if classes_per_client > n_classes:
+            raise ScenarioError(f"data.classes_per_client = {classes_per_client}: the data has "
+                                f"only {n_classes} classes")
+        part = PathologicalPartitioner(num_partitions=num_clients, partition_by="label",
+                                       num_classes_per_partition=classes_per_client,
+                                       class_assignment_mode="random", shuffle=True, seed=seed)
+    else:  # guarded by the schema
+        raise ValueError(f"unknown partitioner {scheme!r}")
+    part.dataset = table
+    try:
+        parts = [np.sort(np.asarray(part.load_partition(i)["id"], dtype=np.int64))
+                 for i in range(num_clients)]
+    except ValueError as exc:
+        raise ScenarioError(f"data.partitioner = {scheme!r}: cannot partition "
+                            f"{len(train)} samples into {num_clients} clients: {exc}") from None
+    empty = [i for i, p in enumerate(parts) if len(p) == 0]
+    if empty:
+        raise ScenarioError(f"data.partitioner = {scheme!r}: client {empty[0]} receives no "
+                            "samples; use fewer clients or a larger alpha")
+    return parts
+
+
+def inject_canaries(x: np.ndarray, y: np.ndarray, clients: list[np.ndarray], count: int,
+                    owners: list[int], kind: str, num_classes: int,
+                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Turn ``count`` samples of each listed client into canaries; returns copies of x, y
+    and the canary mask.  ``mislabeled``: label shifted to a different random class;
+    ``noise``: image replaced by uniform noise (label kept)."""
+    rng = np.random.default_rng([seed, 7919])
+    x, y = x.copy(), y.copy()
+    mask = np.zeros(len(y), dtype=bool)
+    for c in sorted(set(owners)):
+        ids = clients[c]
+        if count > len(ids):
+            raise ScenarioError(f"canaries.count = {count}: client {c} has only {len(ids)} "
+                                "samples")
+        chosen = rng.choice(ids, size=count, replace=False)
+        mask[chosen] = True
+        if kind == "mislabeled":
+            y[chosen] = (y[chosen] + rng.integers(1, num_classes, size=count)) % num_classes
+        else:
+            x[chosen] = rng.random(x[chosen].shape, dtype=np.float32)
+    return x, y, mask
+
+
+def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
+    if not max_samples or max_samples >= len(ds.y):
+        return ds
+    from sklearn.model_selection import train_test_split
+
+    keep, _ = train_test_split(np.arange(len(ds.y)), train_size=max_samples,
+                               random_state=seed, stratify=ds.y)
+    keep = np.sort(keep)
+    return Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes)
+
+
+def build_federated_data(scenario: dict) -> FederatedData:
+    """Deterministic data of a resolved scenario (same scenario and seed, same ids)."""
+    key = json.dumps({k: scenario[k] for k in ("data", "canaries")}, sort_keys=True)
+    fed = scenario["federation"]
+    return _build_cached(key, scenario["scenario"]["seed"], fed["num_clients"])
+
+
+@functools.lru_cache(maxsize=4)
+def _build_cached(key: str, seed: int, num_clients: int) -> FederatedData:
+    cfg = json.loads(key)
+    d, can = cfg["data"], cfg["canaries"]
+    ds = _subsample(load_dataset(d), d["max_samples"], seed)
+    if len(ds.y) < 10:
+        raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
+    train, holdout, test = split_ids(ds.y, d["holdout_fraction"], d["test_fraction"], seed)
+    clients = partition_ids(train, ds.y[train], num_clients, d["partitioner"], seed,
+                            alpha=d["alpha"], min_partition_size=d["min_partition_size"],
+                            classes_per_client=d["classes_per_client"])
+    x, y, canary = ds.x, ds.y, np.zeros(len(ds.y), dtype=bool)
+    if can["count"]:
+        x, y, canary = inject_canaries(ds.x, ds.y, clients, can["count"], can["clients"],
+                                       can["kind"], len(ds.classes), seed)
+    for arr in (x, y, canary):
+        arr.setflags(write=False)
+    return FederatedData(ds.name, x, y, ds.classes, np.sort(np.concatenate(clients)), holdout,
+                         test, tuple(clients), canary)

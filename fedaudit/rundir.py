@@ -1,0 +1,129 @@
+"""The run directory: creation under ``--out`` and crash-safe (atomic) writes.
+
+Every file is written to a temporary sibling and moved into place with ``os.replace``, so
+a crash leaves either the old or the new version, never half a file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def create_run_dir(out: str | os.PathLike, name: str) -> Path:
+    """``out/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix when that exists already)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        path = out / (f"{name}-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        (path / "checkpoints").mkdir()
+        return path
+    raise RuntimeError(f"cannot create a run directory under {out}")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    _atomic_bytes(Path(path), text.encode("utf-8"))
+
+
+def json_safe(obj: Any) -> Any:
+    """Numpy scalars to Python, non-finite floats to the strings 'inf', '-inf', 'nan'
+    (JSON has no infinity)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(json_safe(obj), indent=2, allow_nan=False) + "\n")
+
+
+def atomic_save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    _atomic_bytes(Path(path), buf.getvalue())
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _atomic_bytes(Path(path), buf.getvalue())
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """A checkpoint's state_dict; never unpickles code (``weights_only=True``)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def checkpoint_path(run_dir: Path, round_: int) -> Path:
+    return run_dir / "checkpoints" / f"round-{round_:04d}.pt"
+
+
+def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
+    """Append one line durably.  A crash mid-line leaves a partial last line, which
+    :func:`read_jsonl` ignores."""
+    line = json.dumps(json_safe(obj), allow_nan=False) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    rows = []
+    p = Path(path)
+    if not p.exists():
+        return rows
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line from a crash
+    return rows

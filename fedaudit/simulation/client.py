@@ -1,0 +1,52 @@
+"""The ClientApp: local training (with in-run GNQ when enabled) on the client's partition.
+
+Each client rebuilds the scenario's data deterministically from the scenario text the
+server sends (cached per process), so no dataset travels in messages; the node's
+``partition-id`` picks its share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from fedaudit.config import from_toml
+from fedaudit.data import build_federated_data
+from fedaudit.models import model_for
+from fedaudit.training import pick_device, train_local
+
+client_app = ClientApp()
+
+
+def client_seed(seed: int, server_round: int, partition_id: int) -> int:
+    """Independent, reproducible stream per (scenario seed, round, client)."""
+    return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    config = msg.content["config"]
+    scenario = from_toml(str(config["scenario"]), "scenario from server")
+    partition_id = int(context.node_config["partition-id"])
+    server_round = int(config["server-round"])
+    data = build_federated_data(scenario)
+    seed = client_seed(scenario["scenario"]["seed"], server_round, partition_id)
+    torch.manual_seed(seed)
+    threads = scenario["federation.client_resources"]["num_cpus"]
+    torch.set_num_threads(max(1, int(threads)))
+
+    model = model_for(scenario, data)
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    gnq = scenario["audit.gnq"]
+    result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
+                         seed=seed, device=pick_device(scenario["train"]["device"]),
+                         gnq=gnq if gnq["client"] else None)
+    metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.loss,
+                            "partition-id": partition_id})
+    content = RecordDict({"arrays": ArrayRecord(model.cpu().state_dict()), "metrics": metrics})
+    if gnq["client"] and len(result.gnq_ids):
+        content["audit"] = ConfigRecord({"gnq-ids": result.gnq_ids.tolist(),
+                                         "gnq-scores": result.gnq_scores.tolist()})
+    return Message(content=content, reply_to=msg)

@@ -1,0 +1,93 @@
+"""Run a scenario in-process through Flower's simulation runtime on Ray."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Iterator
+
+from fedaudit.config import to_toml
+from fedaudit.rundir import atomic_write_text, create_run_dir
+
+log = logging.getLogger("fedaudit")
+
+
+def backend_config(scenario: dict) -> dict:
+    """Ray backend settings: ``client_resources`` bound how many clients run at once
+    (a fractional ``num_gpus`` packs several GPU actors on one GPU); ``init_args`` go to
+    ``ray.init`` (``address`` joins an existing cluster)."""
+    res = scenario["federation.client_resources"]
+    ini = scenario["federation.init_args"]
+    init: dict = {"logging_level": ini["logging_level"], "log_to_driver": ini["log_to_driver"],
+                  "include_dashboard": False}
+    if ini["address"]:
+        init["address"] = ini["address"]
+    else:  # resources can only be set when Ray starts here
+        if ini["num_cpus"]:
+            init["num_cpus"] = ini["num_cpus"]
+        if ini["num_gpus"] >= 0:
+            init["num_gpus"] = ini["num_gpus"]
+        if ini["object_store_memory"]:
+            init["object_store_memory"] = ini["object_store_memory"]
+    return {"client_resources": {"num_cpus": res["num_cpus"], "num_gpus": float(res["num_gpus"])},
+            "init_args": init}
+
+
+@contextlib.contextmanager
+def run_logging(run_dir: Path, verbose: bool = False) -> Iterator[None]:
+    """Send fedaudit's and Flower's logs to ``run.log``; keep the terminal for progress."""
+    handler = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    flwr_logger = logging.getLogger("flwr")
+    ours = logging.getLogger("fedaudit")
+    saved = [(lg, lg.level, list(lg.handlers), lg.propagate) for lg in (flwr_logger, ours)]
+    try:
+        for lg in (flwr_logger, ours):
+            if not verbose:
+                lg.handlers = [h for h in lg.handlers if not isinstance(h, logging.StreamHandler)
+                               or isinstance(h, logging.FileHandler)]
+            lg.addHandler(handler)
+            lg.setLevel(logging.INFO)
+            lg.propagate = False
+        yield
+    finally:
+        for lg, level, handlers, propagate in saved:
+            lg.handlers = handlers
+            lg.setLevel(level)
+            lg.propagate = propagate
+        handler.close()
+
+
+def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
+        verbose: bool = False) -> tuple[Path, dict]:
+    """Run a validated scenario; return (run directory, results)."""
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    from flwr.app import Context
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.simulation import run_simulation
+
+    from fedaudit.simulation.client import client_app
+    from fedaudit.simulation.server import execute
+
+    run_dir = create_run_dir(out, scenario["scenario"]["name"])
+    atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
+    holder: dict = {}
+    server_app = ServerApp()
+
+    @server_app.main()
+    def _main(grid: Grid, context: Context) -> None:
+        holder["results"] = execute(grid, scenario, run_dir, progress)
+
+    with run_logging(run_dir, verbose):
+        log.info("run directory %s", run_dir)
+        run_simulation(server_app=server_app, client_app=client_app,
+                       num_supernodes=scenario["federation"]["num_clients"],
+                       backend_config=backend_config(scenario),
+                       verbose_logging=verbose)
+    if "results" not in holder:
+        raise RuntimeError(f"the simulation ended without results; see {run_dir / 'run.log'}")
+    return run_dir, holder["results"]

@@ -1,0 +1,136 @@
+"""Scenario schema, overrides and validation errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from fedaudit.config import (SCHEMA, ScenarioError, bundled_scenarios, defaults, from_toml,
+                             load_scenario, parse_override, to_toml, validate)
+
+
+def write(tmp_path, text, name="s.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_bundled_scenarios_validate():
+    names = bundled_scenarios()
+    assert "quickstart" in names
+    for name in names:
+        s = load_scenario(name)
+        assert s["scenario"]["name"]
+
+
+def test_defaults_cover_schema_and_round_trip():
+    s = validate({})
+    assert set(s) == set(SCHEMA)
+    assert from_toml(to_toml(s)) == s
+    q = load_scenario("quickstart")
+    assert from_toml(to_toml(q)) == q
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[data]\ndatset = 'digits'\n", "unknown key 'data.datset'"),
+    ("[dataa]\nx = 1\n", "unknown table [dataa]"),
+    ("[federation]\nnum_clients = 'ten'\n", "wrong type, expected integer"),
+    ("[federation]\nnum_clients = 0\n", "out of range, must be >= 1"),
+    ("[federation]\nrounds = 2.5\n", "wrong type"),
+    ("[data]\npartitioner = 'zipf'\n", "unknown choice; allowed: iid, dirichlet, pathological"),
+    ("[data]\nalpha = 0\n", "must be > 0"),
+    ("[train]\nlr = nan\n", "finite"),
+    ("[train]\nlocal_epochs = true\n", "wrong type"),
+    ("[audit.quantization]\nquantizers = ['int3']\n", "unknown quantizer 'int3'"),
+    ("[audit.quantization]\ncheckpoints = 'first-3'\n", "'all' or 'last-N'"),
+    ("[attack]\nmethods = ['loss', 'lira2']\n", "unknown choice 'lira2'"),
+    ("[attack.resmia]\nsizes = [4, 4]\n", "strictly decrease"),
+    ("[audit.gnq]\nlam_mode = 'scaled'\n", "allowed: absolute, relative"),
+    ("[data]\nholdout_fraction = 0.5\ntest_fraction = 0.5\n", "must be < 0.95"),
+    ("[data]\ndataset = 'npz'\n", "data.path is required"),
+    ("[federation]\nnum_clients = 3\nmin_clients = 4\n", "min_clients"),
+    ("[canaries]\ncount = 2\nclients = [12]\n", "client 12 does not exist"),
+    ("[federation.client_resources]\nnum_cpus = 0\n", "must be > 0"),
+    ("[federation.client_resources]\nnum_tpus = 1\n", "unknown key"),
+    ("federation = 3\n", "must be a table"),
+    ("[scenario]\nname = '../escape'\n", "may only contain"),
+    ("not toml at all [", "not valid TOML"),
+])
+def test_validation_errors_name_the_key(tmp_path, text, fragment):
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(write(tmp_path, text))
+    msg = str(exc.value)
+    assert fragment in msg
+    assert "\n" not in msg
+
+
+def test_override_sets_key_absent_from_file(tmp_path):
+    path = write(tmp_path, "[scenario]\nname = 'x'\n")
+    s = load_scenario(path, ["federation.rounds=7", "audit.gnq.lam=0.5",
+                             "data.partitioner=dirichlet", 'scenario.description="two words"',
+                             "federation.client_resources.num_gpus=0.25",
+                             "audit.quantization.quantizers=['int8', 'binary']"])
+    assert s["federation"]["rounds"] == 7
+    assert s["audit.gnq"]["lam"] == 0.5
+    assert s["data"]["partitioner"] == "dirichlet"
+    assert s["scenario"]["description"] == "two words"
+    assert s["federation.client_resources"]["num_gpus"] == 0.25
+    assert s["audit.quantization"]["quantizers"] == ["int8", "binary"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("rounds=3", "expected section.key=value"),
+    ("federation.rounds", "expected section.key=value"),
+    ("federation.roundz=3", "unknown key 'federation.roundz'"),
+    ("fed.rounds=3", "unknown table [fed]"),
+    ("scenario.description=two words", "not valid TOML"),
+])
+def test_override_errors(text, fragment):
+    with pytest.raises(ScenarioError, match=None) as exc:
+        parse_override(text)
+    assert fragment in str(exc.value)
+
+
+def test_override_is_validated(tmp_path):
+    with pytest.raises(ScenarioError, match="federation.rounds = 0"):
+        load_scenario(write(tmp_path, ""), ["federation.rounds=0"])
+
+
+def test_unknown_scenario_lists_bundled():
+    with pytest.raises(ScenarioError, match="bundled: .*quickstart"):
+        load_scenario("no-such-scenario")
+
+
+def test_float_fields_accept_integers():
+    s = validate({"train": {"lr": 1}})
+    assert s["train"]["lr"] == 1.0 and isinstance(s["train"]["lr"], float)
+
+
+def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
+    bad = write(tmp_path, "[federation]\nnum_clients = -1\n")
+    out = tmp_path / "out"
+    for cmd in (["run", bad, "--out", str(out)], ["validate", bad],
+                ["run", "quickstart", "--out", str(out), "--set", "train.optimizer=rmsprop"],
+                ["run", "quickstart", "--out", str(out), "--set", "nonsense"],
+                ["run", str(tmp_path / "missing.toml"), "--out", str(out)],
+                ["frobnicate"]):
+        proc = subprocess.run([sys.executable, "-m", "fedaudit.cli", *cmd], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, (cmd, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, (cmd, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert proc.stdout == ""
+    assert not out.exists()
+
+
+def test_cli_validate_ok():
+    proc = subprocess.run([sys.executable, "-m", "fedaudit.cli", "validate", "quickstart"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "quickstart: ok" in proc.stdout
+
+
+def test_defaults_are_valid_values():
+    # every default must itself pass validation (a bad default would hide in every run)
+    validate(defaults())
