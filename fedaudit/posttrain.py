@@ -1,6 +1,298 @@
-"""After the last round: PTQ + r_Qn over the checkpoint trajectory, then the attacks."""
+"""After the last round: PTQ + r_Qn over the checkpoint trajectory, then the black-box
+attacks against the global model and every quantized release.
+
+Decisions DESIGN.md leaves open (also in the README):
+- r_Qn candidates are the trajectory checkpoints quantized on the FIXED grid of the
+  released (last) checkpoint (``quantize_trajectory``); a configuration is identified by its
+  quantized tensors only.  With extra seeds each trajectory uses its own release's grid and
+  the distinct candidates are pooled.
+- Per client, members are the client's samples (or a random subset of
+  ``members_per_client``, capped at the holdout size) and non-members are holdout samples
+  drawn with the members' label histogram; non-members are drawn per client, so the pooled
+  set may repeat a holdout sample for several clients (each client's set stays balanced).
+- The attacks see only an :class:`attacks.oracle.Oracle`.
+"""
+
 from __future__ import annotations
 
+import logging
+import time
+from pathlib import Path
+from typing import Any
 
-def post_training(scenario, data, recorder, run_dir, results, device, progress) -> dict:
-    return {"audit_seconds": 0.0, "attack_seconds": 0.0}
+import numpy as np
+import torch
+
+from fedaudit.data import FederatedData
+from fedaudit.rundir import atomic_save_npz, load_checkpoint
+from fedaudit.training import per_sample_losses
+
+log = logging.getLogger("fedaudit")
+
+
+def _trajectory(recorder, spec: str) -> list[Path]:
+    paths = list(recorder.checkpoints)
+    if spec.startswith("last-"):
+        paths = paths[-int(spec.split("-", 1)[1]):]
+    return paths
+
+
+def quantization_audit(scenario: dict, data: FederatedData, recorders: list, device: torch.device,
+                       progress) -> tuple[list[dict], dict[str, dict]]:
+    """One entry per quantizer (results.json ``quantization``) and the quantized releases."""
+    from fedaudit.models import model_for
+    from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
+
+    cfg = scenario["audit.quantization"]
+    model = model_for(scenario, data)
+    xt, yt = data.x[data.test], data.y[data.test]
+    trajectories = [[load_checkpoint(p) for p in _trajectory(r, cfg["checkpoints"])]
+                    for r in recorders]
+    release = trajectories[0][-1]
+    entries, releases = [], {}
+    for name in cfg["quantizers"]:
+        progress.phase(f"quantization: {name}")
+        spec = quantizer_info(name)
+        losses, rounds = [], []
+        for t, traj in enumerate(trajectories):
+            candidates, first = quantize_trajectory(traj, name)
+            for cand, idx in zip(candidates, first):
+                model.load_state_dict(cand)
+                losses.append(per_sample_losses(model, xt, yt, device=device)[0])
+                rounds.append((t, idx))
+        res = rqn_details(np.stack(losses))
+        q_release = quantize(release, name)
+        model.load_state_dict(q_release)
+        rel_losses, correct = per_sample_losses(model, xt, yt, device=device)
+        releases[name] = q_release
+        entries.append({
+            "quantizer": name, "bits": spec.bits, "sparsity": spec.sparsity,
+            "rqn": res.r, "rqn_note": res.note,
+            "n_candidates": sum(len(t) for t in trajectories), "n_distinct": res.n_distinct,
+            "test_accuracy": float(correct.mean()), "test_loss": float(rel_losses.mean()),
+            "attacks": {},
+        })
+        log.info("quantizer %s: r_Qn=%s (%d distinct of %d), acc=%.4f", name, res.r,
+                 res.n_distinct, entries[-1]["n_candidates"], entries[-1]["test_accuracy"])
+    return entries, releases
+
+
+def attack_sets(scenario: dict, data: FederatedData) -> list[dict[str, np.ndarray]]:
+    """Per client: member ids and class-matched holdout non-member ids."""
+    from attacks.membership import sample_members, sample_nonmembers
+
+    cfg = scenario["attack"]
+    sets = []
+    for c, ids in enumerate(data.clients):
+        rng = np.random.default_rng([cfg["seed"], c])
+        cap = min(len(ids), len(data.holdout))
+        if cfg["members_per_client"]:
+            cap = min(cap, cfg["members_per_client"])
+        members = sample_members(ids, cap if cap < len(ids) else None, rng)
+        draw = sample_nonmembers(data.y[members], data.y[data.holdout], rng)
+        if draw.mismatched:
+            log.warning("client %d: holdout lacks %d class-matched non-members (topped up "
+                        "from other classes)", c, draw.mismatched)
+        sets.append({"members": members, "nonmembers": data.holdout[draw.indices],
+                     "mismatched": draw.mismatched})
+    return sets
+
+
+def _attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
+    r = scenario["attack.resmia"]
+    return {"resmia": {"steps": r["steps"] or None, "sizes": r["sizes"] or None,
+                       "upsample": r["upsample"], "score": r["score"]}}
+
+
+def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
+                  sets: list[dict], device: torch.device) -> dict[str, Any]:
+    """Every attack against one released model; per-client and pooled metrics."""
+    from attacks.membership import evaluate_attacks
+    from attacks.oracle import Oracle
+    from fedaudit.metrics import membership_metrics
+
+    cfg = scenario["attack"]
+    oracle = Oracle(model, batch_size=cfg["batch_size"], device=device)
+    del model  # the attacker holds the oracle only
+    ids = np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
+                                    for s in sets]))
+    is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
+    raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg["methods"],
+                           _attack_options(scenario))
+    pos = {int(i): k for k, i in enumerate(ids)}
+    out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
+    for method, r in raw.items():
+        all_scores, all_members = [], []
+        for c, s in enumerate(sets):
+            sid = np.concatenate([s["members"], s["nonmembers"]])
+            mem = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
+            scores = r["scores"][[pos[int(i)] for i in sid]]
+            if len(out["clients"]) <= c:
+                out["clients"].append({})
+            out["clients"][c][method] = _metrics(membership_metrics(scores, mem))
+            all_scores.append(scores)
+            all_members.append(mem)
+            out["rows"].append((method, sid, np.full(len(sid), c), mem, scores))
+        pooled = _metrics(membership_metrics(np.concatenate(all_scores), np.concatenate(all_members)))
+        pooled["queries_per_sample"] = r["queries_per_sample"]
+        pooled["seconds_per_sample"] = r["seconds_per_sample"]
+        out["pooled"][method] = pooled
+    return out
+
+
+def _metrics(m: dict) -> dict:
+    keys = ("auc", "tpr_at_1pct_fpr", "tpr_at_0p1pct_fpr", "fpr_at_80pct_tpr",
+            "min_fpr_resolution")
+    return {k: m[k] for k in keys if k in m}
+
+
+def resmia_curves(model: torch.nn.Module, scenario: dict, data: FederatedData, sets: list[dict],
+                  device: torch.device) -> dict[str, list[float]]:
+    """Mean confidence of the predicted class at each erosion step, members vs non-members
+    (pooled over clients) -- the report's confidence-decay figure."""
+    from attacks.oracle import Oracle
+    from attacks.resmia import resmia_scores
+
+    opts = _attack_options(scenario)["resmia"]
+    del opts["score"]
+    oracle = Oracle(model, batch_size=scenario["attack"]["batch_size"], device=device)
+    out = {}
+    for key in ("members", "nonmembers"):
+        ids = np.unique(np.concatenate([s[key] for s in sets]))
+        _, curves = resmia_scores(oracle, data.x[ids], return_curves=True, **opts)
+        out[key] = curves.mean(axis=0).tolist()
+    return out
+
+
+def gnq_attack_link(results: dict, scores_global: dict, samples_path: Path) -> dict[str, Any]:
+    """Does GNQ point at the samples and clients the attack finds?
+
+    - per client: Spearman between update GNQ total and the client's Res-MIA AUC;
+    - per sample: the Res-MIA TPR at a 5% FPR threshold on the members whose client-side
+      GNQ (mean over rounds) is in the top 5%, against all members.
+    """
+    from scipy.stats import spearmanr
+
+    out: dict[str, Any] = {}
+    if "resmia" not in scores_global["pooled"]:
+        return out
+    totals = [c["gnq"].get("update_total") for c in results["clients"]]
+    aucs = [c["attacks"]["resmia"]["auc"] for c in results["clients"]]
+    pairs = [(t, a) for t, a in zip(totals, aucs) if t is not None]
+    if len(pairs) >= 3 and len({p[0] for p in pairs}) > 1 and len({p[1] for p in pairs}) > 1:
+        rho, p = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
+        out["client_update_gnq_vs_resmia_auc"] = {"spearman": float(rho), "pvalue": float(p),
+                                                  "n_clients": len(pairs)}
+    if samples_path.exists():
+        with np.load(samples_path) as npz:
+            sid, score = npz["sample_id"], npz["score"]
+        uniq, inv = np.unique(sid, return_inverse=True)
+        mean_gnq = np.bincount(inv, weights=score) / np.bincount(inv)
+        rows = [r for r in scores_global["rows"] if r[0] == "resmia"]
+        ids = np.concatenate([r[1] for r in rows])
+        mem = np.concatenate([r[3] for r in rows]).astype(bool)
+        sc = np.concatenate([r[4] for r in rows])
+        nonmember_scores = sc[~mem]
+        threshold = np.quantile(nonmember_scores, 0.95)
+        member_ids, member_scores = ids[mem], sc[mem]
+        has = np.isin(member_ids, uniq)
+        if has.sum() >= 20:
+            g = mean_gnq[np.searchsorted(uniq, member_ids[has])]
+            top = g >= np.quantile(g, 0.95)
+            out["sample_top5pct_gnq_resmia_tpr"] = {
+                "fpr": float((nonmember_scores > threshold).mean()),
+                "tpr_top5pct_gnq": float((member_scores[has][top] > threshold).mean()),
+                "tpr_all_members": float((member_scores[has] > threshold).mean()),
+                "n_top": int(top.sum()), "n_members": int(has.sum()),
+            }
+    return out
+
+
+def post_training(scenario: dict, data: FederatedData, recorder, extra: list, run_dir: Path,
+                  results: dict, device: torch.device, progress) -> dict[str, float]:
+    """Fill ``results`` with quantization, attacks and their links; write scores.npz."""
+    from fedaudit.models import model_for
+
+    timing = {"audit_seconds": 0.0, "attack_seconds": 0.0}
+    t0 = time.perf_counter()
+    releases: dict[str, dict] = {}
+    if scenario["audit.quantization"]["enabled"]:
+        entries, releases = quantization_audit(scenario, data, [recorder, *extra], device,
+                                               progress)
+        results["quantization"] = entries
+    timing["audit_seconds"] = time.perf_counter() - t0
+
+    if not scenario["attack"]["enabled"]:
+        return timing
+    t0 = time.perf_counter()
+    sets = attack_sets(scenario, data)
+    model = model_for(scenario, data)
+    targets: list[tuple[str, dict]] = []
+    if "global" in scenario["attack"]["targets"]:
+        targets.append(("global", recorder.current))
+    if "quantized" in scenario["attack"]["targets"]:
+        targets += [(f"quantized:{name}", sd) for name, sd in releases.items()]
+    rows: list[tuple] = []
+    by_target: dict[str, dict] = {}
+    for target, state in targets:
+        progress.phase(f"attacks: {target}")
+        model.load_state_dict(state)
+        res = attack_target(model, scenario, data, sets, device)
+        by_target[target] = res
+        rows += [(target, *r) for r in res["rows"]]
+    if "global" in by_target:
+        g = by_target["global"]
+        results["attacks"] = g["pooled"]
+        for c, client in enumerate(results["clients"]):
+            client["attacks"] = g["clients"][c]
+            client["attack_set"] = {"members": int(len(sets[c]["members"])),
+                                    "nonmembers": int(len(sets[c]["nonmembers"])),
+                                    "label_mismatched_nonmembers": int(sets[c]["mismatched"])}
+        if "resmia" in scenario["attack"]["methods"]:
+            model.load_state_dict(recorder.current)
+            results["resmia_curves"] = resmia_curves(model, scenario, data, sets, device)
+        link = gnq_attack_link(results, g, run_dir / "gnq_samples.npz")
+        if link:
+            results["gnq_vs_attack"] = link
+    for entry in results.get("quantization", []):
+        res = by_target.get(f"quantized:{entry['quantizer']}")
+        if res is not None:
+            entry["attacks"] = res["pooled"]
+            entry["client_auc"] = {m: [c[m]["auc"] for c in res["clients"]]
+                                   for m in res["pooled"]}
+    if results.get("quantization") and any(e["attacks"] for e in results["quantization"]):
+        results["rqn_vs_attack"] = rqn_vs_attack(results["quantization"])
+    if rows:
+        atomic_save_npz(
+            run_dir / "scores.npz",
+            target=np.concatenate([np.full(len(r[2]), r[0]) for r in rows]).astype(str),
+            method=np.concatenate([np.full(len(r[2]), r[1]) for r in rows]).astype(str),
+            sample_id=np.concatenate([r[2] for r in rows]).astype(np.int64),
+            client=np.concatenate([r[3] for r in rows]).astype(np.int64),
+            member=np.concatenate([r[4] for r in rows]).astype(np.int8),
+            score=np.concatenate([r[5] for r in rows]).astype(np.float64))
+    timing["attack_seconds"] = time.perf_counter() - t0
+    return timing
+
+
+def rqn_vs_attack(entries: list[dict]) -> dict[str, dict]:
+    """Spearman correlation between r_Qn and each attack's AUC across quantizers.
+    The paper's claim: higher r -> lower attack success, i.e. a negative correlation."""
+    import math
+
+    from scipy.stats import spearmanr
+
+    out = {}
+    methods = sorted({m for e in entries for m in e["attacks"]})
+    for m in methods:
+        pairs = [(e["rqn"], e["attacks"][m]["auc"]) for e in entries if m in e["attacks"]]
+        r = [p[0] for p in pairs]
+        a = [p[1] for p in pairs]
+        if len(pairs) < 3 or len(set(r)) < 2 or len(set(a)) < 2:
+            out[m] = {"spearman": None, "pvalue": None, "n": len(pairs),
+                      "note": "needs >= 3 quantizers with varying r_Qn and AUC"}
+            continue
+        rho, p = spearmanr(r, a)  # ranks: an infinite r_Qn is simply the largest
+        out[m] = {"spearman": None if math.isnan(rho) else float(rho),
+                  "pvalue": None if math.isnan(p) else float(p), "n": len(pairs)}
+    return out

@@ -72,9 +72,11 @@ def build_model(name: str, *, in_channels: int, image_size: int, num_classes: in
         return MODELS[name](in_channels, image_size, num_classes, width)
 
 
-def model_for(scenario: dict, data) -> nn.Module:
-    """The scenario's model for ``data`` (a FederatedData), initialised from the seed."""
+def model_for(scenario: dict, data, seed: int | None = None) -> nn.Module:
+    """The scenario's model for ``data`` (a FederatedData), initialised from ``seed``
+    (default: the scenario seed)."""
     _, c, h, _ = data.x.shape
     m = scenario["model"]
     return build_model(m["name"], in_channels=c, image_size=h, num_classes=data.num_classes,
-                       width=m["width"], seed=scenario["scenario"]["seed"])
+                       width=m["width"],
+                       seed=scenario["scenario"]["seed"] if seed is None else seed)

@@ -32,12 +32,15 @@ def train(msg: Message, context: Context) -> Message:
     partition_id = int(context.node_config["partition-id"])
     server_round = int(config["server-round"])
     data = build_federated_data(scenario)
-    seed = client_seed(scenario["scenario"]["seed"], server_round, partition_id)
+    # the training seed differs from the scenario seed only for the extra trajectories
+    # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
+    train_seed = int(config["train-seed"]) if "train-seed" in config else scenario["scenario"]["seed"]
+    seed = client_seed(train_seed, server_round, partition_id)
     torch.manual_seed(seed)
     threads = scenario["federation.client_resources"]["num_cpus"]
     torch.set_num_threads(max(1, int(threads)))
 
-    model = model_for(scenario, data)
+    model = model_for(scenario, data, seed=train_seed)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     gnq = scenario["audit.gnq"]
     result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],

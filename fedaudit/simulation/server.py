@@ -56,12 +56,17 @@ class RunRecorder:
     """Receives every round from the strategy: evaluates, checkpoints, logs, records."""
 
     def __init__(self, scenario: dict, data: FederatedData, run_dir: Path,
-                 device: torch.device, progress: Progress) -> None:
+                 device: torch.device, progress: Progress | None, *, train_seed: int,
+                 subdir: str = "") -> None:
         self.scenario, self.data, self.run_dir = scenario, data, run_dir
-        self.device, self.progress = device, progress
-        self.model = model_for(scenario, data)
+        self.device, self.progress, self.train_seed = device, progress, train_seed
+        self.ckpt_dir = run_dir / "checkpoints" / subdir if subdir else run_dir / "checkpoints"
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl = run_dir / (f"rounds-{subdir}.jsonl" if subdir else "rounds.jsonl")
+        self.model = model_for(scenario, data, seed=train_seed)
         self.rounds: list[dict] = []
         self.audits: list[RoundAudit] = []
+        self.checkpoints: list[Path] = []
         self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in
                                                  self.model.state_dict().items()}
 
@@ -71,7 +76,9 @@ class RunRecorder:
         self.model.load_state_dict(self.current)
         acc, loss = evaluate(self.model, self.data.x[self.data.test], self.data.y[self.data.test],
                              device=self.device)
-        atomic_torch_save(self.current, checkpoint_path(self.run_dir, round_))
+        path = self.ckpt_dir / checkpoint_path(self.run_dir, round_).name
+        atomic_torch_save(self.current, path)
+        self.checkpoints.append(path)
         clients = [c.partition_id for c in audit.clients]
         losses = [c.train_loss for c in audit.clients]
         weights = [c.num_examples for c in audit.clients]
@@ -89,10 +96,29 @@ class RunRecorder:
                            if c.gnq_update is not None},
             "update_norm": {str(c.partition_id): c.update_norm for c in audit.clients},
         }
-        append_jsonl(self.run_dir / "rounds.jsonl", record)
+        append_jsonl(self.jsonl, record)
         self.rounds.append(record)
         self.audits.append(audit)
-        self.progress.round_done(round_, record)
+        if self.progress is not None:
+            self.progress.round_done(round_, record)
+
+
+def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: Path,
+                     device: torch.device, progress: Progress | None, *, train_seed: int,
+                     subdir: str = "") -> RunRecorder:
+    """All rounds of one federated training run; returns its recorder (trajectory)."""
+    recorder = RunRecorder(scenario, data, run_dir, device, progress, train_seed=train_seed,
+                           subdir=subdir)
+    gnq = scenario["audit.gnq"]
+    strategy = AuditingStrategy(make_strategy(scenario), on_round=recorder,
+                                gnq_server=gnq if gnq["server"] else None,
+                                min_clients=scenario["federation"]["min_clients"])
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.model.state_dict()),
+                   num_rounds=scenario["federation"]["rounds"],
+                   timeout=scenario["federation"]["timeout"],
+                   train_config=ConfigRecord({"scenario": to_toml(scenario),
+                                              "train-seed": train_seed}))
+    return recorder
 
 
 def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None = None) -> dict:
@@ -103,21 +129,22 @@ def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None
     torch.manual_seed(seed)
     data = build_federated_data(scenario)
     device = pick_device(scenario["train"]["device"])
-    recorder = RunRecorder(scenario, data, run_dir, device, progress)
-    gnq = scenario["audit.gnq"]
-    strategy = AuditingStrategy(make_strategy(scenario), on_round=recorder,
-                                gnq_server=gnq if gnq["server"] else None,
-                                min_clients=scenario["federation"]["min_clients"])
-    strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.model.state_dict()),
-                   num_rounds=scenario["federation"]["rounds"],
-                   timeout=scenario["federation"]["timeout"],
-                   train_config=ConfigRecord({"scenario": to_toml(scenario)}))
+    recorder = train_federation(grid, scenario, data, run_dir, device, progress, train_seed=seed)
+    extra: list[RunRecorder] = []
+    quant = scenario["audit.quantization"]
+    if quant["enabled"]:
+        for s in quant["seeds"]:
+            if s == seed:
+                continue
+            progress.phase(f"extra trajectory, training seed {s}")
+            extra.append(train_federation(grid, scenario, data, run_dir, device, None,
+                                          train_seed=s, subdir=f"seed-{s}"))
     t_train = time.perf_counter() - t0
 
     results = assemble_results(scenario, data, recorder, run_dir)
     from fedaudit.posttrain import post_training
 
-    timing = post_training(scenario, data, recorder, run_dir, results, device, progress)
+    timing = post_training(scenario, data, recorder, extra, run_dir, results, device, progress)
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
     atomic_write_json(run_dir / "results.json", results)

@@ -1,0 +1,302 @@
+"""GNQ benchmarks (never part of the test suite). Run: ``python bench/gnq.py``.
+
+* :func:`overhead_ratio` -- median time of one audited local training step
+  (:class:`~fedaudit.gnq.GhostAuditor` hooks, ghost kernels and the B x B solve) divided by
+  the median time of the same plain step, on the default scenario's small CNN (8x8
+  single-channel inputs, 10 classes, batch 32, SGD). DESIGN.md target: <= 1.10.
+* :func:`overhead_breakdown` -- where the audited step's extra time goes (per-layer
+  kernel, hooks, solve).
+* :func:`memory_ratio` -- peak extra memory of ``gnq_scores(method="naive")`` divided by
+  that of ``method="ghost"`` on an MLP with > 1M parameters, batch 32.
+* :func:`speedup_vs_naive` -- median time of ``gnq_scores`` naive / ghost (MLP and CNN).
+
+Timings: medians over repeats; the variants being compared are interleaved in every
+repeat so that load from other processes hits them alike. Thread count is torch's
+default for the machine (not changed here).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fedaudit.gnq import GhostAuditor, KERNELS, gnq_scores  # noqa: E402
+
+BATCH = 32
+
+
+def small_cnn(in_channels: int = 1, num_classes: int = 10) -> nn.Module:
+    """conv(1->16,3,p1)-GN(4,16)-ReLU-conv(16->32,3,p1)-GN(8,32)-ReLU-maxpool2-flatten-
+    Linear(512->64)-ReLU-Linear(64->10): the default scenario's CNN for 8x8 inputs."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, num_classes),
+    )
+
+
+def big_mlp() -> nn.Module:
+    """784-1024-256-10 MLP with ReLU: 1,068,810 parameters."""
+    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+def _n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int,
+                         warmup: int) -> dict[str, float]:
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _cnn_setup(seed: int):
+    torch.manual_seed(seed)
+    model = small_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x = torch.randn(BATCH, 1, 8, 8)
+    y = torch.randint(0, 10, (BATCH,))
+    return model, opt, x, y
+
+
+def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0) -> dict:
+    """Audited / plain median step time (zero_grad, forward, CE, backward, SGD step)."""
+    model, opt, x, y = _cnn_setup(seed)
+    auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean")
+
+    def plain() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    def audited() -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        with auditor.capture():
+            F.cross_entropy(model(x), y).backward()
+        opt.step()
+        return auditor.scores()
+
+    t = _interleaved_medians({"plain": plain, "audited": audited}, repeats, warmup)
+    return {
+        "plain_step_ms": 1e3 * t["plain"],
+        "audited_step_ms": 1e3 * t["audited"],
+        "overhead_ratio": t["audited"] / t["plain"],
+        "repeats": repeats,
+    }
+
+
+def overhead_breakdown(repeats: int = 300, warmup: int = 30, seed: int = 0) -> dict:
+    """Extra time of the audited CNN step split into hooks, kernels (per layer) and solve.
+
+    ``hooks_ms``: audited step with every kernel replaced by a no-op (the auditor's
+    private layer table is patched), minus plain.
+    ``kernel_<layer>_ms``: that layer's kernel alone on captured tensors.
+    ``solve_ms``: ``auditor.scores()`` (validation, float64 solve) on a captured K.
+    """
+    model, opt, x, y = _cnn_setup(seed)
+    auditor = GhostAuditor(model)
+    zeros = torch.zeros(BATCH, BATCH)
+
+    def plain() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    hooks_auditor = GhostAuditor(model)
+    hooks_auditor._layers = [
+        (n, m, lambda *args: zeros.clone()) for n, m, _ in hooks_auditor._layers
+    ]
+
+    def hooks_only() -> None:
+        opt.zero_grad(set_to_none=True)
+        with hooks_auditor.capture():
+            F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    t = _interleaved_medians({"plain": plain, "hooks": hooks_only}, repeats, warmup)
+    out = {"plain_step_ms": 1e3 * t["plain"], "hooks_ms": 1e3 * (t["hooks"] - t["plain"])}
+
+    captured: dict[str, tuple] = {}
+    handles = []
+    for name, m in model.named_modules():
+        if type(m) in KERNELS and any(True for _ in m.parameters(recurse=False)):
+            def fwd(mod, inputs, output, name=name):
+                a = inputs[0].detach()
+                output.register_hook(lambda g: captured.__setitem__(name, (mod, a, g)))
+            handles.append(m.register_forward_hook(fwd))
+    F.cross_entropy(model(x), y).backward()
+    for h in handles:
+        h.remove()
+    model.zero_grad(set_to_none=True)
+    kernel_fns = {
+        f"kernel_{name}_{type(mod).__name__}":
+            (lambda mod=mod, a=a, g=g: KERNELS[type(mod)](mod, a, g, "auto"))
+        for name, (mod, a, g) in captured.items()
+    }
+    with auditor.capture():
+        F.cross_entropy(model(x), y).backward()
+    model.zero_grad(set_to_none=True)
+    kt = _interleaved_medians({**kernel_fns, "solve": auditor.scores}, repeats, warmup)
+    for k, v in kt.items():
+        out[f"{k}_ms"] = 1e3 * v
+    out["kernels_total_ms"] = 1e3 * sum(v for k, v in kt.items() if k.startswith("kernel_"))
+    return out
+
+
+def _peak_extra_bytes(fn: Callable[[], object]) -> int:
+    """Peak of (bytes allocated - bytes freed) by torch's CPU allocator while fn runs.
+
+    Replays the allocator events recorded by ``torch.profiler`` (``profile_memory=True``)
+    in time order. Counts every tensor storage; misses memory that libraries allocate
+    outside torch's allocator (BLAS/LAPACK workspaces, Python objects).
+    """
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
+    current = peak = 0
+    for _, nbytes in events:
+        current += nbytes
+        peak = max(peak, current)
+    return peak
+
+
+_RSS_CHILD = r"""
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from bench.gnq import big_mlp, BATCH
+from fedaudit.gnq import gnq_scores
+
+def status_kib(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+
+torch.manual_seed(0)
+model = big_mlp(); x = torch.randn(BATCH, 784); y = torch.randint(0, 10, (BATCH,))
+gnq_scores(model, x[:2], y[:2], method=sys.argv[1])  # imports and one-off buffers
+baseline = status_kib("VmRSS")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak-RSS high-water mark VmHWM to the current RSS
+gnq_scores(model, x, y, method=sys.argv[1])
+print(status_kib("VmHWM") - baseline)
+"""
+
+
+def _rss_peak_extra_kib(method: str) -> int:
+    """Rise of peak RSS (VmHWM, reset via /proc/self/clear_refs) over the RSS before the
+    call, in a fresh interpreter after a warm-up call (Linux only)."""
+    res = subprocess.run([sys.executable, "-c", _RSS_CHILD, method, str(ROOT)],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return int(res.stdout.strip().splitlines()[-1])
+
+
+def memory_ratio(seed: int = 0, with_rss: bool = True) -> dict:
+    """Peak extra memory naive / ghost for gnq_scores on the 1.07M-parameter MLP, batch 32.
+
+    Primary measure: torch CPU allocator events replayed from the profiler
+    (:func:`_peak_extra_bytes`), after a warm-up call so one-off buffers are excluded.
+    Cross-check (Linux): the rise of the peak resident set size in a fresh subprocess per
+    method (coarser: page granularity, includes non-torch allocations such as BLAS/LAPACK
+    workspaces, excludes memory the allocator reserved but never touched).
+    """
+    torch.manual_seed(seed)
+    model = big_mlp()
+    x = torch.randn(BATCH, 784)
+    y = torch.randint(0, 10, (BATCH,))
+    out: dict = {"mlp_params": _n_params(model)}
+    for method in ("naive", "ghost"):
+        gnq_scores(model, x, y, method=method)  # warm-up
+        out[f"{method}_peak_extra_MiB"] = _peak_extra_bytes(
+            lambda: gnq_scores(model, x, y, method=method)) / 2**20
+    out["memory_ratio"] = out["naive_peak_extra_MiB"] / out["ghost_peak_extra_MiB"]
+    if with_rss and os.path.exists("/proc/self/clear_refs"):
+        for method in ("naive", "ghost"):
+            out[f"{method}_rss_rise_MiB"] = _rss_peak_extra_kib(method) / 1024
+        ghost_rss = max(out["ghost_rss_rise_MiB"], 1 / 1024)
+        out["memory_ratio_rss"] = out["naive_rss_rise_MiB"] / ghost_rss
+    return out
+
+
+def speedup_vs_naive(repeats: int = 7, seed: int = 0) -> dict:
+    """Median time of gnq_scores naive / ghost, on the 1M MLP and on the small CNN."""
+    torch.manual_seed(seed)
+    out: dict = {}
+    cases = {
+        "mlp": (big_mlp(), torch.randn(BATCH, 784)),
+        "cnn": (small_cnn(), torch.randn(BATCH, 1, 8, 8)),
+    }
+    for name, (model, x) in cases.items():
+        y = torch.randint(0, 10, (BATCH,))
+        t = _interleaved_medians(
+            {m: (lambda m=m: gnq_scores(model, x, y, method=m)) for m in ("naive", "ghost")},
+            repeats, warmup=1,
+        )
+        out[f"{name}_naive_ms"] = 1e3 * t["naive"]
+        out[f"{name}_ghost_ms"] = 1e3 * t["ghost"]
+        out[f"{name}_speedup"] = t["naive"] / t["ghost"]
+    out["speedup_vs_naive"] = out["mlp_speedup"]
+    return out
+
+
+def machine_facts() -> dict:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_avg_1m": os.getloadavg()[0],
+        "cuda": torch.cuda.is_available(),
+    }
+
+
+def _print_table(title: str, rows: dict) -> None:
+    print(f"\n{title}")
+    width = max(len(k) for k in rows)
+    for k, v in rows.items():
+        val = f"{v:.4g}" if isinstance(v, float) else str(v)
+        print(f"  {k:<{width}}  {val}")
+
+
+def main() -> None:
+    _print_table("machine", machine_facts())
+    _print_table("overhead_ratio (small CNN, batch 32; target <= 1.10)", overhead_ratio())
+    _print_table("overhead_breakdown", overhead_breakdown())
+    _print_table("memory_ratio (MLP > 1M params, batch 32)", memory_ratio())
+    _print_table("speedup_vs_naive (batch 32)", speedup_vs_naive())
+    _print_table("machine (after)", {"load_avg_1m": os.getloadavg()[0]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""In-run BS-Ghost GNQ auditing of an ordinary training step, and :func:`gnq_scores`.
+
+:class:`GhostAuditor` hooks every layer that owns trainable parameters: a forward hook
+keeps the layer input ``a`` and attaches a tensor hook to the layer output, which
+receives the output gradient ``b`` during the normal ``loss.backward()``. The layer's
+ghost kernel (:mod:`fedaudit.gnq.kernels`) then adds its (B x B) contribution to
+K = G G^T right away, so the captured tensors are released as the backward proceeds.
+The gradients the optimizer sees are not touched (hooks only read).
+
+GNQ_j = h_j / (1 - h_j), h = diag((K + lam I)^{-1} K)  (arXiv 2510.10902; ghost trick of
+Li et al., arXiv 2110.05679). Each GNQ is that of the sample's OWN loss (sum reduction):
+with a mean-reduced loss the backward carries b_i / B, so K is rescaled by B^2.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator, Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .core import DEFAULT_LAM, DEFAULT_RHO, _gnq_from_trusted_gram, validate_options
+from .kernels import (
+    KERNELS,
+    STRATEGIES,
+    KernelFn,
+    check_batch_statistics,
+    check_module,
+    find_kernel,
+)
+from .reference import naive_gnq_scores
+
+__all__ = ["GhostAuditor", "gnq_scores", "METHODS"]
+
+METHODS: tuple[str, ...] = ("ghost", "naive")
+LOSS_REDUCTIONS: tuple[str, ...] = ("mean", "sum")
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class GhostAuditor:
+    """Per-sample GNQ of every sample in a training batch, from the ordinary backward.
+
+    Usage::
+
+        auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean")
+        with auditor.capture():
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+        optimizer.step()
+        scores = auditor.scores()   # float64 (B,), on the model's device
+
+    Args:
+        model: the network. Every submodule owning trainable parameters must have a
+            registered kernel (:data:`fedaudit.gnq.KERNELS`) and be called at most once
+            per forward; BatchNorm in training mode is rejected.
+        lam, lam_mode, rho, normalize: see :mod:`fedaudit.gnq.core`
+            (relative mode: lam = rho * trace(K) / B, default rho = 1e-2).
+        loss_reduction: how the loss given to ``backward`` reduces over the batch
+            (dim 0): ``"mean"`` (K is rescaled by B^2) or ``"sum"``.
+        gram_dtype: dtype of the Gram accumulation; None keeps the captured tensors'
+            dtype (float16/bfloat16 are promoted to float32). The solve is float64.
+        strategy: ``"auto"`` (per layer, ghost when 2 T^2 < p d), ``"ghost"`` or
+            ``"materialize"`` (forcing one form; for tests and benchmarks).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        lam: float = DEFAULT_LAM,
+        lam_mode: Literal["absolute", "relative"] = "absolute",
+        rho: float = DEFAULT_RHO,
+        loss_reduction: Literal["mean", "sum"] = "mean",
+        normalize: bool = False,
+        gram_dtype: torch.dtype | None = None,
+        strategy: Literal["auto", "ghost", "materialize"] = "auto",
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        self.lam, self.lam_mode, self.rho = validate_options(lam, lam_mode, rho)
+        if loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(
+                f"loss_reduction must be one of {list(LOSS_REDUCTIONS)}, got {loss_reduction!r}"
+            )
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+        if gram_dtype is not None and not (
+            isinstance(gram_dtype, torch.dtype) and gram_dtype.is_floating_point
+        ):
+            raise ValueError(
+                f"gram_dtype must be a floating torch.dtype or None, got {gram_dtype!r}"
+            )
+        self.model = model
+        self.loss_reduction = loss_reduction
+        self.normalize = bool(normalize)
+        self.gram_dtype = gram_dtype
+        self.strategy = strategy
+        self._K: torch.Tensor | None = None
+        self._B: int | None = None
+        self._called: set[str] = set()
+        self._active = False
+        self._generation = 0
+        # Resolved once: which modules get hooks. capture() only re-checks what can change
+        # between steps (BatchNorm mode, parameters of kernel-less modules turning trainable).
+        self._layers: list[tuple[str, nn.Module, KernelFn]] = []
+        self._batchnorms: list[tuple[str, nn.Module]] = []
+        self._unhooked: list[tuple[str, nn.Module]] = []
+        for name, module in model.named_modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                self._batchnorms.append((name, module))
+            if not any(True for _ in module.parameters(recurse=False)):
+                continue
+            if type(module) in KERNELS:
+                check_module(name, module, batch_statistics=False)
+                self._layers.append((name, module, find_kernel(module)))
+            else:
+                self._unhooked.append((name, module))
+        for name, module in self._unhooked:
+            check_module(name, module)  # raises if it has trainable parameters
+
+    # ------------------------------------------------------------------ capture
+    @contextmanager
+    def capture(self) -> Iterator["GhostAuditor"]:
+        """Register the hooks for one training step (forward + backward); remove on exit.
+
+        Forward passes run with gradients disabled (e.g. evaluation) are ignored. The set
+        of hooked modules is fixed when the auditor is constructed: build it after the
+        model.
+        """
+        if self._active:
+            raise RuntimeError("GhostAuditor.capture() is already active (not re-entrant)")
+        for name, module in self._batchnorms:
+            check_batch_statistics(name, module)
+        for name, module in self._unhooked:
+            check_module(name, module)
+        layers = [
+            (n, m, k) for n, m, k in self._layers
+            if any(p.requires_grad for p in m.parameters(recurse=False))
+        ]
+        if not layers:
+            raise ValueError("the model has no trainable parameters to audit")
+        self._K, self._B = None, None
+        self._called = set()
+        self._generation += 1
+        generation = self._generation
+        handles = [
+            m.register_forward_hook(self._forward_hook(n, k, generation)) for n, m, k in layers
+        ]
+        self._active = True
+        try:
+            yield self
+        except BaseException:
+            self._K = None  # a partial K must not be scored
+            raise
+        finally:
+            for h in handles:
+                h.remove()
+            self._active = False
+
+    def _forward_hook(self, name: str, kernel: KernelFn, generation: int):
+        def hook(module: nn.Module, inputs: tuple, output: object) -> None:
+            if not torch.is_grad_enabled():
+                return
+            if not isinstance(output, torch.Tensor) or not output.requires_grad:
+                return
+            if name in self._called:
+                raise RuntimeError(
+                    f"module {name!r} ({type(module).__name__}) was called more than once "
+                    "inside one GhostAuditor.capture(); shared or reused modules (and "
+                    "several forwards per capture) are not supported by the ghost auditor. "
+                    "Use gnq_scores(..., method='naive') for such models."
+                )
+            self._called.add(name)
+            # A list so the backward hook can drop the activation once it is used.
+            holder = [inputs[0].detach()]
+
+            def backward_hook(grad: torch.Tensor) -> None:
+                if generation != self._generation:
+                    return  # graph of an earlier capture, backpropagated late
+                if not holder:
+                    raise RuntimeError(
+                        f"backward ran twice through module {name!r} within one capture(); "
+                        "use one backward per capture"
+                    )
+                if torch.is_grad_enabled():  # backward(create_graph=True)
+                    with torch.no_grad():
+                        self._accumulate(name, module, kernel, holder.pop(), grad.detach())
+                else:
+                    self._accumulate(name, module, kernel, holder.pop(), grad)
+
+            output.register_hook(backward_hook)
+
+        return hook
+
+    def _accumulate(
+        self, name: str, module: nn.Module, kernel: KernelFn, a: torch.Tensor, b: torch.Tensor
+    ) -> None:
+        B = b.shape[0] if b.dim() > 0 else 0
+        if self._B is None:
+            self._B = B
+        elif B != self._B:
+            raise RuntimeError(
+                f"module {name!r}: batch size {B} differs from {self._B} seen in other layers; "
+                "all audited layers must see the batch on dim 0"
+            )
+        dtype = self.gram_dtype
+        if dtype is None:
+            dtype = b.dtype if b.dtype in (torch.float32, torch.float64) else torch.float32
+        if b.dtype != dtype:
+            b = b.to(dtype)
+        if a.dtype != dtype and a.is_floating_point():
+            a = a.to(dtype)
+        contribution = kernel(module, a, b, self.strategy)
+        if contribution is None:
+            return
+        if self._K is None:
+            self._K = contribution  # kernels return fresh tensors
+        else:
+            self._K.add_(contribution.to(self._K.dtype))
+
+    # ------------------------------------------------------------------ results
+    @property
+    def batch_size(self) -> int | None:
+        """Batch size of the last captured step (None before any backward)."""
+        return self._B
+
+    def gram(self) -> torch.Tensor:
+        """K = G G^T (float64, B x B) of per-sample gradients of each sample's own loss."""
+        if self._K is None:
+            raise RuntimeError(
+                "no gradients were captured: run the forward AND loss.backward() inside "
+                "`with auditor.capture():` before asking for scores"
+            )
+        K = self._K.to(torch.float64)
+        if self.loss_reduction == "mean":
+            K = K * float(self._B) ** 2
+        return K
+
+    def scores(self) -> torch.Tensor:
+        """GNQ of every sample of the captured batch: float64 tensor (B,) on K's device."""
+        return _gnq_from_trusted_gram(
+            self.gram(), self.lam, self.lam_mode, self.rho, self.normalize
+        )
+
+
+def _default_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(outputs, targets, reduction="none")
+
+
+def gnq_scores(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    loss_fn: LossFn | None = None,
+    lam: float = DEFAULT_LAM,
+    method: Literal["ghost", "naive"] = "ghost",
+    lam_mode: Literal["absolute", "relative"] = "absolute",
+    rho: float = DEFAULT_RHO,
+    normalize: bool = False,
+) -> torch.Tensor:
+    """Per-sample Gradient Uniqueness of a batch (arXiv 2510.10902).
+
+    GNQ_j = g_j^T (sum_{k != j} g_k g_k^T + lam I)^{-1} g_j, with g_j the gradient of
+    sample j's own loss w.r.t. the trainable parameters; computed in batch space as
+    h = diag((K + lam I)^{-1} K), GNQ_j = h_j / (1 - h_j) with K = G G^T.
+
+    Args:
+        model: the network; used as is (train/eval mode). Parameters, ``.grad`` and
+            hooks are left unchanged.
+        inputs, targets: one batch (batch on dim 0).
+        loss_fn: ``loss_fn(outputs, targets)`` -> per-sample losses (B,); default
+            cross-entropy with ``reduction="none"``.
+        lam: ridge lambda (absolute, or ignored in favour of ``rho`` in relative mode).
+        method: ``"ghost"`` builds K from per-layer ghost kernels (Li et al., arXiv
+            2110.05679) in float64; ``"naive"`` materialises per-sample gradients with
+            torch.func and solves in parameter space (reference, slow).
+        lam_mode: ``"absolute"`` or ``"relative"`` (lam = rho * trace(K) / B).
+        rho: relative lambda factor, default 1e-2.
+        normalize: use S_j = G_{-j}^T G_{-j} / (B - 1) + lam I.
+
+    Returns:
+        float64 tensor (B,), on the model's device.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    lam, lam_mode, rho = validate_options(lam, lam_mode, rho)
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() == 0:
+        raise ValueError("inputs must be a tensor with the batch on dim 0")
+    loss_fn = _default_loss if loss_fn is None else loss_fn
+    if method == "naive":
+        return naive_gnq_scores(
+            model, inputs, targets, loss_fn=loss_fn, lam=lam, lam_mode=lam_mode, rho=rho,
+            normalize=normalize,
+        )
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters (all requires_grad=False)")
+    auditor = GhostAuditor(
+        model, lam=lam, lam_mode=lam_mode, rho=rho, loss_reduction="sum",
+        normalize=normalize, gram_dtype=torch.float64,
+    )
+    B = inputs.shape[0]
+    with torch.enable_grad(), auditor.capture():
+        losses = loss_fn(model(inputs), targets)
+        if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (B,):
+            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses)
+            raise ValueError(
+                f"loss_fn must return one loss per sample, shape ({B},), got {shape}; "
+                "use reduction='none'"
+            )
+        # autograd.grad rather than backward: the hooks fire, .grad stays untouched.
+        torch.autograd.grad(losses.sum(), params, allow_unused=True)
+    return auditor.scores()
