@@ -40,14 +40,12 @@ BATCH = 32
 
 
 def small_cnn(in_channels: int = 1, num_classes: int = 10) -> nn.Module:
-    """conv(1->16,3,p1)-GN(4,16)-ReLU-conv(16->32,3,p1)-GN(8,32)-ReLU-maxpool2-flatten-
-    Linear(512->64)-ReLU-Linear(64->10): the default scenario's CNN for 8x8 inputs."""
-    return nn.Sequential(
-        nn.Conv2d(in_channels, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, num_classes),
-    )
+    """The quickstart scenario's CNN for 8x8 inputs, ``fedaudit.models.build_model("cnn",
+    image_size=8)``: conv(1->16,3,p1)-GN(4,16)-ReLU-conv(16->32,3,p1)-GN(8,32)-ReLU-
+    maxpool2-flatten-Linear(512->64)-ReLU-Linear(64->10)."""
+    from fedaudit.models import build_model
+
+    return build_model("cnn", in_channels=in_channels, image_size=8, num_classes=num_classes)
 
 
 def big_mlp() -> nn.Module:

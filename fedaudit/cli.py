@@ -1,4 +1,4 @@
-"""``fedaudit`` command line: run, validate, list scenarios."""
+"""``fedaudit`` command line: run, validate, list scenarios, report, compare, sweep."""
 
 from __future__ import annotations
 
@@ -24,11 +24,15 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgParser)
 
     run = sub.add_parser("run", help="run a scenario (bundled name or .toml path)")
-    run.add_argument("scenario")
+    run.add_argument("scenario", nargs="?", help="bundled scenario name or .toml path")
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue an interrupted run after its last finished round")
     run.add_argument("--out", default="runs", help="parent folder of the run directory")
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
     run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
+    run.add_argument("--no-report", dest="report", action="store_false",
+                     help="do not write RUN_DIR/report.html after the run")
 
     val = sub.add_parser("validate", help="check a scenario and its data without training")
     val.add_argument("scenario")
@@ -36,19 +40,37 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="SECTION.KEY=VALUE")
 
     sub.add_parser("scenarios", help="list the bundled scenarios")
+
+    rep = sub.add_parser("report", help="write RUN_DIR/report.html (self-contained, offline)")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+
+    cmp_ = sub.add_parser("compare", help="tabulate several runs (defense studies)")
+    cmp_.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    fmt = cmp_.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="CSV to stdout")
+    fmt.add_argument("--json", action="store_true", help="JSON to stdout")
+    cmp_.add_argument("--quantized", action="store_true",
+                      help="add one row per quantized release (a quantizer as a defense)")
+
+    sw = sub.add_parser("sweep", help="run the cartesian product of --grid values")
+    sw.add_argument("scenario")
+    sw.add_argument("--grid", dest="grids", action="append", default=[], required=True,
+                    metavar="SECTION.KEY=V1,V2,...", help="values of one key (repeatable)")
+    sw.add_argument("--out", default="runs", help="parent folder of the sweep directory")
+    sw.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="SECTION.KEY=VALUE", help="override a key in every point")
+    sw.add_argument("--quantized", action="store_true",
+                    help="compare table: one row per quantized release too")
+    sw.add_argument("--no-report", dest="report", action="store_false",
+                    help="do not write report.html in each run directory")
     return p
 
 
 def validate_all(name: str, overrides: list[str]) -> dict:
-    """Everything ``run`` checks before training: schema, data availability, partitions."""
-    scenario = load_scenario(name, overrides)
-    from fedaudit.data import build_federated_data
+    """Everything ``run`` checks before training (see :mod:`fedaudit.preflight`)."""
+    from fedaudit.preflight import validate_all as preflight
 
-    data = build_federated_data(scenario)
-    from fedaudit.models import model_for
-
-    model_for(scenario, data)  # the model must accept the data's shape
-    return scenario
+    return preflight(name, overrides)
 
 
 class RichProgress:
@@ -83,14 +105,83 @@ class RichProgress:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scenario = validate_all(args.scenario, args.overrides)
+    if args.resume:
+        if args.scenario or args.overrides:
+            raise ScenarioError("--resume RUN_DIR takes no scenario or --set: the run directory's "
+                                "scenario.toml is used as it is")
+        from fedaudit.preflight import load_resume
+
+        scenario = load_resume(args.resume)
+    elif not args.scenario:
+        raise ScenarioError("run needs a SCENARIO (bundled name or .toml path) or "
+                            "--resume RUN_DIR")
+    else:
+        scenario = validate_all(args.scenario, args.overrides)
     from fedaudit.simulation.runner import run
 
     t0 = time.perf_counter()
     with RichProgress(scenario["federation"]["rounds"]) as progress:
-        run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose)
+        run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose,
+                               resume_dir=args.resume)
     _summary(results, time.perf_counter() - t0)
+    if args.report:
+        _write_report_after_run(run_dir)
     print(run_dir)
+    return 0
+
+
+def _write_report_after_run(run_dir: Path) -> None:
+    """The report of a finished run; a failure here warns but does not fail the run."""
+    from fedaudit.report import write_report
+
+    try:
+        path = write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run directory itself is complete
+        print(f"fedaudit: warning: report not written ({type(exc).__name__}: {exc}); "
+              f"retry with: fedaudit report {run_dir}", file=sys.stderr)
+    else:
+        print(f"report: {path}", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fedaudit.report import write_report
+
+    print(write_report(args.run_dir))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fedaudit.compare import compare_rows, print_table, to_csv, to_json
+
+    rows = compare_rows(args.run_dirs, quantized=args.quantized)
+    if args.csv:
+        sys.stdout.write(to_csv(rows))
+    elif args.json:
+        sys.stdout.write(to_json(rows))
+    else:
+        print_table(rows)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape as rich_escape
+
+    from fedaudit.compare import print_table
+    from fedaudit.sweep import run_sweep
+
+    console = Console(stderr=True)
+    sweep_dir, rows = run_sweep(
+        args.scenario, args.grids, args.overrides, args.out, quantized=args.quantized,
+        report=args.report, announce=lambda text: console.print(
+            f"[bold]sweep[/] {rich_escape(text)}", highlight=False),
+        progress=lambda point: RichProgress(point.scenario["federation"]["rounds"]))
+    print_table(rows, title=f"sweep {sweep_dir.name}")
+    failed = sum(r.get("status") == "failed" for r in rows)
+    if failed:
+        console.print(f"{failed} of {len({r['point'] for r in rows})} points failed; "
+                      "see the error column and their run.log")
+    print(sweep_dir)
     return 0
 
 
@@ -142,7 +233,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios}[args.command]
+    handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
+               "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:

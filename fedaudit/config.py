@@ -65,6 +65,8 @@ QUANTIZER_NAME = re.compile(r"^(fp32|int8|int4|int2|ternary|binary|ternary-spars
 
 
 def _check_quantizers(names: list[str]) -> str | None:
+    if not names:
+        return "must list at least one quantizer (or set enabled = false)"
     bad = [n for n in names if not QUANTIZER_NAME.match(n)]
     if bad:
         return (f"unknown quantizer {bad[0]!r}; allowed: fp32, int8, int4, int2, ternary, "
@@ -91,6 +93,10 @@ def _check_sizes(sizes: list[int]) -> str | None:
     return None
 
 
+def _check_methods(methods: list[str]) -> str | None:
+    return None if methods else "must list at least one attack (or set enabled = false)"
+
+
 def _check_targets(targets: list[str]) -> str | None:
     bad = [t for t in targets if t not in ("global", "quantized")]
     if bad:
@@ -101,8 +107,9 @@ def _check_targets(targets: list[str]) -> str | None:
 SCHEMA: dict[str, dict[str, Field]] = {
     "scenario": {
         "name": _f(str, "scenario", "run name, used in the run directory name",
-                   check=lambda v: None if re.fullmatch(r"[A-Za-z0-9_.-]+", v)
-                   else "may only contain letters, digits, '_', '.', '-'"),
+                   check=lambda v: None if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", v)
+                   else "may only contain letters, digits, '_', '.', '-' and must start "
+                        "with a letter or digit"),
         "seed": _f(int, 0, "seed for data splits, partitioning, model init and training",
                    min=0, max=2**31 - 1),
         "description": _f(str, "", "free text shown in the report"),
@@ -191,7 +198,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
     "attack": {
         "enabled": _f(bool, True, "run the black-box membership attacks"),
         "methods": _f(list, list(ATTACK_METHODS), "attacks to run", item_types=(str,),
-                      item_choices=ATTACK_METHODS),
+                      item_choices=ATTACK_METHODS, check=_check_methods),
         "targets": _f(list, ["global", "quantized"], "attack the global model and/or each "
                       "quantized release", item_types=(str,), check=_check_targets),
         "members_per_client": _f(int, 0, "members scored per client (0 = all)", min=0),
@@ -206,6 +213,13 @@ SCHEMA: dict[str, dict[str, Field]] = {
                        choices=("nearest", "bilinear")),
         "score": _f(str, "endpoint", "confidence-decay statistic",
                     choices=("endpoint", "mean-slope")),
+    },
+    "faults": {
+        "crash_rate": _f(float, 0.0, "probability that a client's training raises (labs, tests)",
+                         min=0.0, max=1.0),
+        "nan_rate": _f(float, 0.0, "probability that a client returns non-finite weights",
+                       min=0.0, max=1.0),
+        "seed": _f(int, 0, "seed of the fault draws", min=0),
     },
     "canaries": {
         "count": _f(int, 0, "canaries per listed client (0 = none)", min=0),

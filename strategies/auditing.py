@@ -69,12 +69,16 @@ class AuditingStrategy(Strategy):
         round kept the previous model, the round's :class:`RoundAudit`).
     gnq_server : GNQ options (``lam``, ``lam_mode``, ``rho``) or None to skip update GNQ.
     min_clients : fewest valid replies needed to replace the global model.
+    round_offset : rounds already finished before this ``start`` (resuming a run): Flower
+        counts rounds from 1 in every ``start``, clients and records see the true round.
     """
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
-                 gnq_server: dict | None = None, min_clients: int = 1) -> None:
+                 gnq_server: dict | None = None, min_clients: int = 1,
+                 round_offset: int = 0) -> None:
         self.strategy = strategy
+        self.round_offset = round_offset
         self.on_round = on_round
         self.gnq_server = gnq_server
         self.min_clients = min_clients
@@ -92,14 +96,16 @@ class AuditingStrategy(Strategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         self._global = arrays
-        return self.strategy.configure_train(server_round, arrays, config, grid)
+        return self.strategy.configure_train(server_round + self.round_offset, arrays, config,
+                                             grid)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
-        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+        return self.strategy.configure_evaluate(server_round + self.round_offset, arrays,
+                                                config, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        return self.strategy.aggregate_evaluate(server_round, replies)
+        return self.strategy.aggregate_evaluate(server_round + self.round_offset, replies)
 
     # -- training ---------------------------------------------------------------------
     def check_reply(self, msg: Message) -> str | None:
@@ -146,6 +152,7 @@ class AuditingStrategy(Strategy):
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        server_round += self.round_offset
         audit = RoundAudit(round=server_round)
         valid: list[tuple[int, Message]] = []
         for msg in replies:

@@ -127,10 +127,15 @@ def inject_canaries(x: np.ndarray, y: np.ndarray, clients: list[np.ndarray], cou
 def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
     if not max_samples or max_samples >= len(ds.y):
         return ds
+    if max_samples < 10:
+        raise ScenarioError(f"data.max_samples = {max_samples}: too few; allowed: 0 (all) "
+                            "or >= 10")
     from sklearn.model_selection import train_test_split
 
+    counts = np.bincount(ds.y)
+    stratify = ds.y if max_samples >= len(counts) and counts[counts > 0].min() >= 2 else None
     keep, _ = train_test_split(np.arange(len(ds.y)), train_size=max_samples,
-                               random_state=seed, stratify=ds.y)
+                               random_state=seed, stratify=stratify)
     keep = np.sort(keep)
     return Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes)
 

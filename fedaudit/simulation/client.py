@@ -25,12 +25,25 @@ def client_seed(seed: int, server_round: int, partition_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 
+class InjectedFault(RuntimeError):
+    """A failure injected by ``[faults]`` (labs and tests of the server's robustness)."""
+
+
+def draw_faults(faults: dict, server_round: int, partition_id: int) -> tuple[bool, bool]:
+    """(crash, nan) for this client and round; reproducible from ``faults.seed``."""
+    u = np.random.default_rng([faults["seed"], server_round, partition_id, 104729]).random(2)
+    return bool(u[0] < faults["crash_rate"]), bool(u[1] < faults["nan_rate"])
+
+
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
     config = msg.content["config"]
     scenario = from_toml(str(config["scenario"]), "scenario from server")
     partition_id = int(context.node_config["partition-id"])
     server_round = int(config["server-round"])
+    crash, nan = draw_faults(scenario["faults"], server_round, partition_id)
+    if crash:
+        raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
     data = build_federated_data(scenario)
     # the training seed differs from the scenario seed only for the extra trajectories
     # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
@@ -46,9 +59,13 @@ def train(msg: Message, context: Context) -> Message:
     result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
                          seed=seed, device=pick_device(scenario["train"]["device"]),
                          gnq=gnq if gnq["client"] else None)
+    state = model.cpu().state_dict()
+    if nan:
+        state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+                 for k, v in state.items()}
     metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.loss,
                             "partition-id": partition_id})
-    content = RecordDict({"arrays": ArrayRecord(model.cpu().state_dict()), "metrics": metrics})
+    content = RecordDict({"arrays": ArrayRecord(state), "metrics": metrics})
     if gnq["client"] and len(result.gnq_ids):
         content["audit"] = ConfigRecord({"gnq-ids": result.gnq_ids.tolist(),
                                          "gnq-scores": result.gnq_scores.tolist()})

@@ -61,8 +61,9 @@ def run_logging(run_dir: Path, verbose: bool = False) -> Iterator[None]:
 
 
 def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
-        verbose: bool = False) -> tuple[Path, dict]:
-    """Run a validated scenario; return (run directory, results)."""
+        verbose: bool = False, resume_dir: str | os.PathLike | None = None) -> tuple[Path, dict]:
+    """Run a validated scenario; return (run directory, results).  With ``resume_dir``
+    (a run directory holding this scenario) continue after its last finished round."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
@@ -73,17 +74,21 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
     from fedaudit.simulation.client import client_app
     from fedaudit.simulation.server import execute
 
-    run_dir = create_run_dir(out, scenario["scenario"]["name"])
-    atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
+    if resume_dir is None:
+        run_dir = create_run_dir(out, scenario["scenario"]["name"])
+        atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
+    else:
+        run_dir = Path(resume_dir)
     holder: dict = {}
     server_app = ServerApp()
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        holder["results"] = execute(grid, scenario, run_dir, progress)
+        holder["results"] = execute(grid, scenario, run_dir, progress,
+                                    resume=resume_dir is not None)
 
     with run_logging(run_dir, verbose):
-        log.info("run directory %s", run_dir)
+        log.info("%s run directory %s", "resuming" if resume_dir else "new", run_dir)
         run_simulation(server_app=server_app, client_app=client_app,
                        num_supernodes=scenario["federation"]["num_clients"],
                        backend_config=backend_config(scenario),

@@ -3,7 +3,9 @@ post-training audit (quantization, r_Qn, attacks) and ``results.json``."""
 
 from __future__ import annotations
 
+import json
 import logging
+import random
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +16,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedaudit
-from fedaudit.config import load_scenario, to_toml
+from fedaudit.config import ScenarioError, load_scenario, to_toml
 from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.models import model_for
 from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
@@ -39,6 +41,18 @@ class _NoProgress:
         log.info(text)
 
 
+STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
+
+
+def _train_metrics(records: list, weighted_by_key: str):
+    """Weighted mean of the reply metrics except ``partition-id`` (an id, not a metric)."""
+    from flwr.app import MetricRecord
+    from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+
+    agg = aggregate_metricrecords(records, weighted_by_key)
+    return MetricRecord({k: v for k, v in agg.items() if k != "partition-id"})
+
+
 def make_strategy(scenario: dict):
     """The scenario's Flower strategy (by name), federated evaluation off: the auditing
     wrapper evaluates the global model centrally on ``test``."""
@@ -49,11 +63,18 @@ def make_strategy(scenario: dict):
     n = fed["num_clients"]
     return cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
                min_train_nodes=max(1, min(n, round(fed["fraction_train"] * n))),
-               min_evaluate_nodes=0, min_available_nodes=n)
+               min_evaluate_nodes=0, min_available_nodes=n,
+               train_metrics_aggr_fn=_train_metrics)
 
 
 class RunRecorder:
-    """Receives every round from the strategy: evaluates, checkpoints, logs, records."""
+    """Receives every round from the strategy: evaluates, checkpoints, logs, records.
+
+    Each finished round is durable before the next starts: the checkpoint, the client-side
+    GNQ of the round (``gnq/round-NNNN.npz``) and the server's RNG state are written
+    atomically, then the round's line is appended to the jsonl file -- a round counts as
+    finished exactly when its line is there.  :meth:`resume_point` reads that back.
+    """
 
     def __init__(self, scenario: dict, data: FederatedData, run_dir: Path,
                  device: torch.device, progress: Progress | None, *, train_seed: int,
@@ -61,14 +82,38 @@ class RunRecorder:
         self.scenario, self.data, self.run_dir = scenario, data, run_dir
         self.device, self.progress, self.train_seed = device, progress, train_seed
         self.ckpt_dir = run_dir / "checkpoints" / subdir if subdir else run_dir / "checkpoints"
+        self.gnq_dir = run_dir / "gnq" / subdir if subdir else run_dir / "gnq"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl = run_dir / (f"rounds-{subdir}.jsonl" if subdir else "rounds.jsonl")
         self.model = model_for(scenario, data, seed=train_seed)
         self.rounds: list[dict] = []
-        self.audits: list[RoundAudit] = []
         self.checkpoints: list[Path] = []
         self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in
                                                  self.model.state_dict().items()}
+
+    def resume_point(self) -> int:
+        """Load the finished rounds of an interrupted run; return how many there are."""
+        from fedaudit.rundir import load_checkpoint, read_jsonl
+
+        done = []
+        for rec in read_jsonl(self.jsonl):
+            if rec.get("round") != len(done) + 1:
+                break
+            if not (self.ckpt_dir / checkpoint_path(self.run_dir, rec["round"]).name).exists():
+                break
+            done.append(rec)
+        # rewrite the log without a torn or orphan tail, so appends continue cleanly
+        atomic_write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in done))
+        self.rounds = done
+        self.checkpoints = [self.ckpt_dir / checkpoint_path(self.run_dir, r["round"]).name
+                            for r in done]
+        if done:
+            self.current = load_checkpoint(self.checkpoints[-1])
+            rng = self.ckpt_dir / f"rng-{len(done):04d}.json"
+            if rng.exists():
+                state = json.loads(rng.read_text())
+                random.setstate((state[0], tuple(state[1]), state[2]))
+        return len(done)
 
     def __call__(self, round_: int, arrays: ArrayRecord | None, audit: RoundAudit) -> None:
         if arrays is not None:
@@ -78,6 +123,9 @@ class RunRecorder:
                              device=self.device)
         path = self.ckpt_dir / checkpoint_path(self.run_dir, round_).name
         atomic_torch_save(self.current, path)
+        # Python's RNG picks the clients of the next round (flwr's sample_nodes)
+        atomic_write_text(self.ckpt_dir / f"rng-{round_:04d}.json", json.dumps(random.getstate()))
+        self._save_client_gnq(round_, audit)
         self.checkpoints.append(path)
         clients = [c.partition_id for c in audit.clients]
         losses = [c.train_loss for c in audit.clients]
@@ -98,38 +146,89 @@ class RunRecorder:
         }
         append_jsonl(self.jsonl, record)
         self.rounds.append(record)
-        self.audits.append(audit)
         if self.progress is not None:
             self.progress.round_done(round_, record)
+
+    def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
+        parts = [(c.partition_id, c.gnq_ids, c.gnq_scores) for c in audit.clients
+                 if c.gnq_ids is not None and len(c.gnq_ids)]
+        if not parts:
+            return
+        self.gnq_dir.mkdir(parents=True, exist_ok=True)
+        atomic_save_npz(self.gnq_dir / f"round-{round_:04d}.npz",
+                        sample_id=np.concatenate([p[1] for p in parts]).astype(np.int64),
+                        client=np.concatenate([np.full(len(p[1]), p[0]) for p in parts]),
+                        score=np.concatenate([p[2] for p in parts]).astype(np.float64))
+
+    def client_gnq(self) -> dict[str, np.ndarray] | None:
+        """All rounds' client-side per-sample GNQ (gnq_samples.npz layout, no canary)."""
+        cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "score": []}
+        for rec in self.rounds:
+            path = self.gnq_dir / f"round-{rec['round']:04d}.npz"
+            if not path.exists():
+                continue
+            with np.load(path) as npz:
+                for key in ("sample_id", "client", "score"):
+                    cols[key].append(npz[key])
+                cols["round"].append(np.full(len(npz["score"]), rec["round"]))
+        if not cols["score"]:
+            return None
+        return {k: np.concatenate(v) for k, v in cols.items()}
 
 
 def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: Path,
                      device: torch.device, progress: Progress | None, *, train_seed: int,
-                     subdir: str = "") -> RunRecorder:
-    """All rounds of one federated training run; returns its recorder (trajectory)."""
+                     subdir: str = "", resume: bool = False) -> RunRecorder:
+    """All rounds of one federated training run (the remaining ones when resuming)."""
     recorder = RunRecorder(scenario, data, run_dir, device, progress, train_seed=train_seed,
                            subdir=subdir)
+    done = recorder.resume_point() if resume else 0
+    rounds = scenario["federation"]["rounds"]
+    if progress is not None and done:
+        for rec in recorder.rounds:
+            progress.round_done(rec["round"], rec)
+    if done >= rounds:
+        return recorder
     gnq = scenario["audit.gnq"]
     strategy = AuditingStrategy(make_strategy(scenario), on_round=recorder,
                                 gnq_server=gnq if gnq["server"] else None,
-                                min_clients=scenario["federation"]["min_clients"])
-    strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.model.state_dict()),
-                   num_rounds=scenario["federation"]["rounds"],
+                                min_clients=scenario["federation"]["min_clients"],
+                                round_offset=done)
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
+                   num_rounds=rounds - done,
                    timeout=scenario["federation"]["timeout"],
                    train_config=ConfigRecord({"scenario": to_toml(scenario),
                                               "train-seed": train_seed}))
     return recorder
 
 
-def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None = None) -> dict:
-    """Run the whole scenario on ``grid``; return the results (also written to disk)."""
+def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:
+    """Fail clearly (instead of waiting forever in flwr's sampler) when the federation has
+    fewer SuperNodes than the scenario has clients."""
+    deadline = time.monotonic() + timeout
+    while (have := len(list(grid.get_node_ids()))) < wanted:
+        if time.monotonic() > deadline:
+            raise ScenarioError(
+                f"federation.num_clients = {wanted}, but only {have} SuperNodes connected "
+                f"within {timeout:.0f} s; start more SuperNodes (simulation: flwr federation "
+                f"simulation-config ... --num-supernodes {wanted})")
+        time.sleep(0.5)
+
+
+def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None = None,
+            *, resume: bool = False) -> dict:
+    """Run the whole scenario on ``grid``; return the results (also written to disk).
+    With ``resume`` continue after the last finished round found in ``run_dir``."""
     progress = progress or _NoProgress()
     t0 = time.perf_counter()
     seed = scenario["scenario"]["seed"]
     torch.manual_seed(seed)
+    random.seed(seed)
     data = build_federated_data(scenario)
     device = pick_device(scenario["train"]["device"])
-    recorder = train_federation(grid, scenario, data, run_dir, device, progress, train_seed=seed)
+    wait_for_nodes(grid, scenario["federation"]["num_clients"])
+    recorder = train_federation(grid, scenario, data, run_dir, device, progress,
+                                train_seed=seed, resume=resume)
     extra: list[RunRecorder] = []
     quant = scenario["audit.quantization"]
     if quant["enabled"]:
@@ -137,8 +236,9 @@ def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None
             if s == seed:
                 continue
             progress.phase(f"extra trajectory, training seed {s}")
+            random.seed(s)
             extra.append(train_federation(grid, scenario, data, run_dir, device, None,
-                                          train_seed=s, subdir=f"seed-{s}"))
+                                          train_seed=s, subdir=f"seed-{s}", resume=resume))
     t_train = time.perf_counter() - t0
 
     results = assemble_results(scenario, data, recorder, run_dir)
@@ -147,7 +247,10 @@ def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None
     timing = post_training(scenario, data, recorder, extra, run_dir, results, device, progress)
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
+    if resume:
+        results["timing"]["resumed"] = True
     atomic_write_json(run_dir / "results.json", results)
+    progress.phase("done")
     return results
 
 
@@ -161,21 +264,8 @@ def assemble_results(scenario: dict, data: FederatedData, recorder: RunRecorder,
     for rec in recorder.rounds:
         for c in range(n_clients):
             per_round[c].append(rec["gnq_update"].get(str(c)))
-    # client-side per-sample GNQ, pooled over rounds
-    sid, cl, rd, sc = [], [], [], []
-    for audit in recorder.audits:
-        for c in audit.clients:
-            if c.gnq_ids is not None and len(c.gnq_ids):
-                sid.append(c.gnq_ids)
-                cl.append(np.full(len(c.gnq_ids), c.partition_id))
-                rd.append(np.full(len(c.gnq_ids), audit.round))
-                sc.append(c.gnq_scores)
-    samples = None
-    if sid:
-        samples = {"sample_id": np.concatenate(sid).astype(np.int64),
-                   "client": np.concatenate(cl).astype(np.int64),
-                   "round": np.concatenate(rd).astype(np.int64),
-                   "score": np.concatenate(sc).astype(np.float64)}
+    samples = recorder.client_gnq()  # client-side per-sample GNQ, all rounds
+    if samples is not None:
         samples["canary"] = data.canary[samples["sample_id"]]
         atomic_save_npz(run_dir / "gnq_samples.npz", **samples)
     for c in range(n_clients):
@@ -242,7 +332,10 @@ def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
     overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
     scenario = load_scenario(str(cfg.get("scenario", "quickstart")), overrides)
+    from fedaudit.simulation.runner import run_logging
+
     run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario["scenario"]["name"])
     atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
-    execute(grid, scenario, run_dir)
+    with run_logging(run_dir, verbose=True):
+        execute(grid, scenario, run_dir)
     print(run_dir)

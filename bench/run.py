@@ -1,0 +1,368 @@
+"""fedaudit benchmarks: ``python bench/run.py [--quick] [--json PATH] [--only SECTION ...]``.
+
+Never part of the pass/fail tests (no test asserts a wall-clock time). Prints rich tables
+and writes every figure, with the machine it was measured on, to a JSON file (default
+``bench-results.json`` in the current directory).
+
+Sections (``--only`` picks some; ``--quick`` shrinks repeats and grids and skips the
+ResNet-18 measurements):
+
+* ``gnq`` (bench/gnq.py) -- ``gnq_overhead_ratio``: audited / plain local training step,
+  quickstart CNN, batch 32 (goal <= 1.10); ``gnq_memory_ratio``: peak extra memory naive /
+  ghost on a 1.07M-parameter MLP, batch 32 (goal >= 100); ``gnq_speedup_vs_naive``.
+* ``resmia`` (bench/resmia.py) -- ``resmia_cost_ratio``: Res-MIA time per sample / one
+  forward pass per sample through the same Oracle (goal <= K + 1), quickstart CNN on 8x8
+  inputs, and ResNet-18 on 32x32 (not with --quick).
+* ``sim`` (bench/sim.py) -- ``sim_overhead_ratio``: quickstart through Flower + Ray with
+  audit and attacks off / the same FedAvg rounds as a plain torch loop; with and without
+  Ray's start-up, per steady round, and at larger sizes.
+* ``scaling`` (bench/sim.py) -- wall time and peak memory (driver and every Ray process)
+  of whole quickstart runs, full audit ON, as clients and rounds grow.
+* ``estimate`` (bench/estimate.py; not with --quick) -- measured ResNet-18 step costs on
+  this CPU and the extrapolated cost of ``scenarios/cifar10-resnet18.toml`` (an estimate).
+
+Timing method: medians over repeats (counts in the JSON and the tables); the variants
+compared are interleaved in every repeat so that load from other processes hits them
+alike. The load average and CPU pressure before and after are recorded: on a shared
+machine, treat differences of a few percent as noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SECTIONS = ("gnq", "resmia", "sim", "scaling", "estimate")
+
+
+# ---- machine -----------------------------------------------------------------------
+
+def _cpu_pressure() -> float | None:
+    """``some avg60`` of /proc/pressure/cpu: % of the last minute some task waited for a CPU."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return float(f.readline().split("avg60=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine() -> dict:
+    """Where the figures come from: cores, torch threads, device, library versions."""
+    import flwr
+    import ray
+    import torch
+
+    cpu_model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu_model = next((ln.split(":", 1)[1].strip() for ln in f
+                              if ln.startswith("model name")), cpu_model)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu_model, "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "torch": torch.__version__, "flwr": flwr.__version__, "ray": ray.__version__,
+        "memory_GiB": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
+
+
+def load() -> dict:
+    return {"load_avg_1m": os.getloadavg()[0], "cpu_pressure_some_avg60": _cpu_pressure()}
+
+
+# ---- sections ----------------------------------------------------------------------
+
+def run_gnq(quick: bool) -> dict:
+    """GNQ step overhead (and its breakdown), memory ratio, speed-up vs naive."""
+    from bench import gnq
+
+    out = {"overhead": gnq.overhead_ratio(repeats=100 if quick else 300,
+                                          warmup=10 if quick else 30),
+           "memory": gnq.memory_ratio(),
+           "speedup": gnq.speedup_vs_naive(repeats=3 if quick else 7)}
+    if not quick:
+        out["breakdown"] = gnq.overhead_breakdown()
+    return out
+
+
+def run_resmia(quick: bool) -> dict:
+    """Res-MIA cost ratio: quickstart CNN 8x8 (always), ResNet-18 32x32 (not quick)."""
+    from bench.resmia import resmia_cost
+
+    out = {"cnn": resmia_cost("cnn", 1, 8, n=1024, repeats=5 if quick else 11)}
+    if not quick:
+        out["resnet18"] = resmia_cost("resnet18", 3, 32, n=128, repeats=3)
+    return out
+
+
+SIM_SIZES_QUICK = {"quickstart (10 clients x 5 rounds)": [],
+                   "20 rounds": ["federation.rounds=20"]}
+SIM_SIZES_FULL = {**SIM_SIZES_QUICK,
+                  "50 clients": ["federation.num_clients=50"],
+                  "compute-heavy (10 local epochs x 20 rounds)":
+                      ["train.local_epochs=10", "federation.rounds=20"]}
+
+
+def run_sim(quick: bool) -> dict:
+    """Flower + Ray vs plain loop at several sizes (audit and attacks off)."""
+    from bench.sim import sim_overhead
+
+    rows = []
+    sizes = SIM_SIZES_QUICK if quick else SIM_SIZES_FULL
+    for i, (name, extra) in enumerate(sizes.items()):
+        first = i == 0
+        reps = (2 if first else 1) if quick else (3 if first else 2)
+        rows += sim_overhead({name: extra}, repeats=reps, plain_repeats=3)
+    return {"rows": rows}
+
+
+SCALING_QUICK = [("10 clients x 5 rounds", []),
+                 ("50 clients x 5 rounds", ["federation.num_clients=50"]),
+                 ("10 clients x 10 rounds", ["federation.rounds=10"])]
+SCALING_FULL = [("10 clients x 5 rounds", []),
+                ("50 clients x 5 rounds", ["federation.num_clients=50"]),
+                ("100 clients x 5 rounds", ["federation.num_clients=100"]),
+                ("200 clients x 5 rounds", ["federation.num_clients=200"]),
+                ("10 clients x 10 rounds", ["federation.rounds=10"]),
+                ("10 clients x 20 rounds", ["federation.rounds=20"])]
+
+
+def run_scaling(quick: bool) -> dict:
+    """Whole quickstart runs, full audit on, growing clients and rounds (one run each)."""
+    from bench.sim import scaling
+
+    rows = scaling(SCALING_QUICK if quick else SCALING_FULL, audit=True)
+    def n_rounds(row: dict) -> int:
+        return int(row["point"].split(" x ")[1].split()[0])
+
+    by_rounds = sorted((r for r in rows if r["point"].startswith("10 clients")), key=n_rounds)
+    check = None
+    if len(by_rounds) >= 2:
+        lo, hi = by_rounds[0], by_rounds[-1]
+        check = {"from": lo["point"], "to": hi["point"],
+                 "driver_peak_rss_growth_MiB": hi["driver_peak_rss_MiB"] - lo["driver_peak_rss_MiB"],
+                 "tree_peak_pss_growth_MiB": hi["tree_peak_pss_MiB"] - lo["tree_peak_pss_MiB"],
+                 "checkpoints_growth_MiB": hi["checkpoints_MiB"] - lo["checkpoints_MiB"]}
+    return {"rows": rows, "audit": "on (quickstart as shipped: client+server GNQ, 8 quantizers "
+                                   "with r_Qn, 5 attacks on 9 targets, 5 canaries)",
+            "memory_vs_rounds": check}
+
+
+def run_estimate(quick: bool) -> dict:
+    """Measured ResNet-18 step costs and the cifar10-resnet18 estimate."""
+    from bench.estimate import cifar10_resnet18_estimate, resnet18_step_costs
+
+    costs = resnet18_step_costs(repeats=1 if quick else 3, warmup=1)
+    return {"costs": costs, "estimate": cifar10_resnet18_estimate(costs)}
+
+
+RUNNERS = {"gnq": run_gnq, "resmia": run_resmia, "sim": run_sim, "scaling": run_scaling,
+           "estimate": run_estimate}
+
+
+# ---- headline and tables -------------------------------------------------------------
+
+def headline(res: dict) -> dict:
+    """The figures the JSON must carry at top level (absent when a section did not run)."""
+    out: dict = {}
+    if "gnq" in res:
+        g = res["gnq"]
+        out["gnq_overhead_ratio"] = g["overhead"]["overhead_ratio"]
+        out["gnq_memory_ratio"] = g["memory"]["memory_ratio"]
+        out["gnq_speedup_vs_naive"] = g["speedup"]["speedup_vs_naive"]
+    if "resmia" in res:
+        out["resmia_cost_ratio"] = res["resmia"]["cnn"]["resmia_cost_ratio"]
+        out["resmia_steps"] = res["resmia"]["cnn"]["resmia_steps"]
+        if "resnet18" in res["resmia"]:
+            out["resmia_cost_ratio_resnet18"] = res["resmia"]["resnet18"]["resmia_cost_ratio"]
+            out["resmia_steps_resnet18"] = res["resmia"]["resnet18"]["resmia_steps"]
+    if "sim" in res:
+        q = res["sim"]["rows"][0]
+        out["sim_overhead_ratio"] = q["ratio_train"]
+        out["sim_overhead_ratio_with_ray_start"] = q["ratio_call"]
+        out["sim_overhead_ratio_steady_round"] = q["ratio_round"]
+    return out
+
+
+def _f(v, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def print_tables(res: dict, console) -> None:
+    """Rich tables: machine, headline figures with goals, then one table per section."""
+    from rich.table import Table
+
+    m = Table(title="machine", show_header=False)
+    for k, v in {**res["machine"], **{f"{k} (start)": v for k, v in res["load_start"].items()},
+                 **{f"{k} (end)": v for k, v in res["load_end"].items()}}.items():
+        m.add_row(k, _f(v))
+    console.print(m)
+
+    h = res["headline"]
+    t = Table(title="headline figures (medians)")
+    for col in ("figure", "value", "goal", "how measured"):
+        t.add_column(col)
+    r = res.get("results", {})
+    if "gnq_overhead_ratio" in h:
+        o = r["gnq"]["overhead"]
+        t.add_row("gnq_overhead_ratio", _f(h["gnq_overhead_ratio"]), "<= 1.10",
+                  f"quickstart CNN, batch 32: {o['audited_step_ms']:.2f} / "
+                  f"{o['plain_step_ms']:.2f} ms, {o['repeats']} repeats")
+        mm = r["gnq"]["memory"]
+        t.add_row("gnq_memory_ratio", _f(h["gnq_memory_ratio"]), ">= 100",
+                  f"MLP {mm['mlp_params']:,} params, batch 32, torch allocator: "
+                  f"{mm['naive_peak_extra_MiB']:.0f} / {mm['ghost_peak_extra_MiB']:.1f} MiB"
+                  + (f"; RSS cross-check {mm['memory_ratio_rss']:.0f}x"
+                     if "memory_ratio_rss" in mm else ""))
+        s = r["gnq"]["speedup"]
+        t.add_row("gnq_speedup_vs_naive", _f(h["gnq_speedup_vs_naive"]), "-",
+                  f"MLP {s['mlp_naive_ms']:.0f} / {s['mlp_ghost_ms']:.1f} ms; CNN "
+                  f"{s['cnn_speedup']:.1f}x")
+    if "resmia_cost_ratio" in h:
+        for key, row in r["resmia"].items():
+            t.add_row(f"resmia_cost_ratio ({row['model']})", _f(row["resmia_cost_ratio"]),
+                      f"<= K+1 = {row['goal_max']}",
+                      f"K={row['resmia_steps']}, {row['queries_per_sample']:.0f} queries/sample, "
+                      f"{row['resmia_ms_per_sample']:.3g} vs {row['forward_ms_per_sample']:.3g} "
+                      f"ms/sample, n={row['n']}, {row['repeats']} repeats")
+    if "sim_overhead_ratio" in h:
+        q = r["sim"]["rows"][0]
+        t.add_row("sim_overhead_ratio", _f(h["sim_overhead_ratio"]), "<= 1.2",
+                  f"train_seconds {q['sim_train_seconds']:.1f} s / plain {q['plain_seconds']:.2f} s")
+        t.add_row("  with Ray start-up", _f(h["sim_overhead_ratio_with_ray_start"]), "-",
+                  f"runner.run call {q['sim_call_seconds']:.1f} s / plain")
+        t.add_row("  steady round", _f(h["sim_overhead_ratio_steady_round"]), "-",
+                  f"{q['sim_round_seconds']:.3f} s / {q['plain_round_seconds']:.3f} s per round")
+    console.print(t)
+
+    if "sim" in r:
+        s = Table(title="Flower + Ray vs plain torch loop (audit and attacks off)")
+        cols = ("size", "reps sim/plain", "plain s", "sim train s", "sim call s", "ratio train",
+                "ratio call", "round sim/plain s", "ratio round", "ray init+stop s",
+                "round 1 s", "rounds to amortise", "acc sim/plain")
+        for c in cols:
+            s.add_column(c)
+        for row in r["sim"]["rows"]:
+            s.add_row(row["size"], f"{row['repeats_sim']}/{row['repeats_plain']}",
+                      _f(row["plain_seconds"]), _f(row["sim_train_seconds"]),
+                      _f(row["sim_call_seconds"]), _f(row["ratio_train"]), _f(row["ratio_call"]),
+                      f"{row['sim_round_seconds']:.3f}/{row['plain_round_seconds']:.3f}",
+                      _f(row["ratio_round"]), _f(row["ray_init_shutdown_seconds"]),
+                      _f(row["sim_round1_seconds"]), _f(row["rounds_to_amortise"]),
+                      f"{row['acc_sim']:.4f}/{row['acc_plain']:.4f}")
+        console.print(s)
+    if "scaling" in r:
+        s = Table(title=f"scaling, one run each, audit {r['scaling']['audit']}")
+        cols = ("point", "process s", "runner.run s", "train s", "round 1 s", "round s",
+                "driver peak RSS MiB", "tree peak PSS MiB", "tree peak RSS MiB", "processes",
+                "checkpoints MiB", "test acc")
+        for c in cols:
+            s.add_column(c)
+        for row in r["scaling"]["rows"]:
+            s.add_row(row["point"], _f(row["process_seconds"]), _f(row["call_seconds"]),
+                      _f(row["train_seconds"]), _f(row.get("round1_seconds")),
+                      _f(row.get("round_seconds")), _f(row["driver_peak_rss_MiB"], 4),
+                      _f(row["tree_peak_pss_MiB"], 4), _f(row["tree_peak_rss_MiB"], 4),
+                      str(row["tree_peak_processes"]), _f(row["checkpoints_MiB"]),
+                      _f(row["test_accuracy"]))
+        console.print(s)
+        if r["scaling"]["memory_vs_rounds"]:
+            c = r["scaling"]["memory_vs_rounds"]
+            console.print(f"memory vs rounds ({c['from']} -> {c['to']}): driver peak RSS "
+                          f"{c['driver_peak_rss_growth_MiB']:+.0f} MiB, tree peak PSS "
+                          f"{c['tree_peak_pss_growth_MiB']:+.0f} MiB, checkpoints on disk "
+                          f"{c['checkpoints_growth_MiB']:+.2f} MiB")
+    if "estimate" in r:
+        c = r["estimate"]["costs"]
+        e = r["estimate"]["estimate"]
+        s = Table(title="ResNet-18 (GroupNorm) 3x32x32 on this CPU, batch 64 -- MEASURED "
+                        f"({c['repeats']} repeats; epoch = {c['epoch_steps']} steps, extrapolated)")
+        for col in ("variant", "step s", "ratio vs plain", "FLOP ratio", "5000-image epoch s"):
+            s.add_column(col)
+        s.add_row("plain", _f(c["plain_step_s"]), "1", "1", _f(c["epoch_plain_s"]))
+        for k in c:
+            if k.startswith("gnq_") and k.endswith("_step_s"):
+                v = k[len("gnq_"):-len("_step_s")]
+                s.add_row(f"GNQ-audited ({v})", _f(c[k]), _f(c[f"gnq_{v}_ratio"]),
+                          _f(c[f"gnq_{v}_flop_ratio"]), _f(c[f"epoch_gnq_{v}_s"]))
+        console.print(s)
+        console.print(f"forward: {c['forward_ms_per_sample']:.2f} ms/sample at batch "
+                      f"{c['forward_batch']}; plain step {c['step_gflop']:.0f} GFLOP -> "
+                      f"{c['cpu_gflops_per_s']:.0f} GFLOP/s on this CPU")
+        s = Table(title="cifar10-resnet18 -- ESTIMATE (extrapolated from the measurements "
+                        "above; GPU columns assume a GPU/CPU speed-up)")
+        s.add_column("variant")
+        s.add_column("CPU h (train + forwards)")
+        for sp in e["assumed_speedups"]:
+            s.add_column(f"GPU h at {int(sp)}x")
+        for k in ("plain", *[k for k in e if k.startswith("gnq_")]):
+            row = e[k]
+            s.add_row(k, f"{row['cpu_hours']:.1f} ({row['cpu_train_hours']:.1f} + "
+                         f"{row['cpu_forward_hours']:.1f})",
+                      *[f"{row[f'gpu_hours_at_{int(sp)}x']:.2f}" for sp in e["assumed_speedups"]])
+        console.print(s)
+        w = e["work"]
+        console.print(f"work: {w['train_sample_steps']:,} training-sample steps "
+                      f"({w['train_batches']:,} batches), <= {w['forwards_total_max']:,} forwards; "
+                      "implied GPU training throughput: " + ", ".join(
+                          f"{k}: {v:,.0f} img/s" for k, v in e["implied_gpu_train_img_per_s"].items()))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Parse arguments, run the sections, print the tables, write the JSON."""
+    from rich.console import Console
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer repeats, reduced grids, no ResNet-18 (a few minutes)")
+    ap.add_argument("--json", default="bench-results.json", help="where to write the JSON")
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=None,
+                    help="run only these sections")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads in this process (default: torch's); the "
+                         "simulated runs' ClientApps always use client_resources.num_cpus")
+    args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    console = Console()
+    sections = args.only or [s for s in SECTIONS if not (args.quick and s == "estimate")]
+    res: dict = {"quick": args.quick, "machine": machine(), "load_start": load(),
+                 "results": {}, "seconds": {}}
+    for name in sections:
+        console.print(f"[bold]running {name}[/bold] ...")
+        t0 = time.perf_counter()
+        res["results"][name] = RUNNERS[name](args.quick)
+        res["seconds"][name] = time.perf_counter() - t0
+        # write as we go: a long run that fails late keeps what it measured
+        res["load_end"] = load()
+        res["headline"] = headline(res["results"])
+        Path(args.json).write_text(json.dumps({**res["headline"], **res}, indent=1, default=str))
+    print_tables(res, console)
+    console.print(f"JSON: {args.json}")
+    return res
+
+
+if __name__ == "__main__":
+    main()
