@@ -18,20 +18,27 @@ from typing import Any
 import numpy as np
 
 
-def create_run_dir(out: str | os.PathLike, name: str) -> Path:
-    """``out/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix when that exists already)."""
+def create_unique_dir(out: str | os.PathLike, stem: str) -> Path:
+    """A new folder ``out/<stem>-<YYYYmmdd-HHMMSS>`` (a numeric suffix when that exists
+    already); created atomically, so two runs never share one."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
-        path = out / (f"{name}-{stamp}" + (f"-{n}" if n else ""))
+        path = out / (f"{stem}-{stamp}" + (f"-{n}" if n else ""))
         try:
             path.mkdir()
         except FileExistsError:
             continue
-        (path / "checkpoints").mkdir()
         return path
-    raise RuntimeError(f"cannot create a run directory under {out}")
+    raise RuntimeError(f"cannot create a new folder for {stem!r} under {out}")
+
+
+def create_run_dir(out: str | os.PathLike, name: str) -> Path:
+    """A run directory ``out/<name>-<timestamp>`` with its ``checkpoints/`` folder."""
+    path = create_unique_dir(out, name)
+    (path / "checkpoints").mkdir()
+    return path
 
 
 def _umask() -> int:

@@ -19,12 +19,12 @@ import contextlib
 import itertools
 import json
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable
 
 from fedaudit.config import ScenarioError, load_scenario, parse_override
+from fedaudit.rundir import create_unique_dir
 
 log = logging.getLogger("fedaudit")
 
@@ -147,20 +147,6 @@ def plan_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (), *,
     return points
 
 
-def _sweep_dir(out: str | Path, name: str) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
-        path = out / (f"sweep-{name}-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"cannot create a sweep directory under {out}")
-
-
 def _failed_row(point: SweepPoint, run_name: str, exc: BaseException) -> dict[str, Any]:
     defense = point.scenario.get("defense", {})
     return {"run": run_name, "scenario": point.scenario["scenario"]["name"],
@@ -224,7 +210,7 @@ def run_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (),
     """Validate every point, then run them all; return (sweep directory, rows)."""
     sets = list(sets)
     points = plan_sweep(scenario, grids, sets)
-    sweep_dir = _sweep_dir(out, load_scenario(scenario, sets)["scenario"]["name"])
+    sweep_dir = create_unique_dir(out, "sweep-" + load_scenario(scenario, sets)["scenario"]["name"])
     rows = run_points(points, sweep_dir, quantized=quantized, report=report,
                       progress=progress, announce=announce)
     return sweep_dir, rows
