@@ -255,40 +255,56 @@ def print_tables(res: dict, console) -> None:
     console.print(t)
 
     if "sim" in r:
-        s = Table(title="Flower + Ray vs plain torch loop (audit and attacks off)")
-        cols = ("size", "reps sim/plain", "plain s", "sim train s", "sim call s", "ratio train",
-                "ratio call", "round sim/plain s", "ratio round", "ray init+stop s",
-                "round 1 s", "rounds to amortise", "acc sim/plain")
-        for c in cols:
-            s.add_column(c)
-        for row in r["sim"]["rows"]:
-            s.add_row(row["size"], f"{row['repeats_sim']}/{row['repeats_plain']}",
-                      _f(row["plain_seconds"]), _f(row["sim_train_seconds"]),
-                      _f(row["sim_call_seconds"]), _f(row["ratio_train"]), _f(row["ratio_call"]),
-                      f"{row['sim_round_seconds']:.3f}/{row['plain_round_seconds']:.3f}",
-                      _f(row["ratio_round"]), _f(row["ray_init_shutdown_seconds"]),
-                      _f(row["sim_round1_seconds"]), _f(row["rounds_to_amortise"]),
-                      f"{row['acc_sim']:.4f}/{row['acc_plain']:.4f}")
+        rows = r["sim"]["rows"]
+        s = Table(title="Flower + Ray vs plain torch loop (audit and attacks off; medians)")
+        s.add_column("")
+        for row in rows:
+            s.add_column(row["size"], justify="right")
+        spec = [
+            ("repeats sim / plain", lambda x: f"{x['repeats_sim']} / {x['repeats_plain']}"),
+            ("plain loop s", lambda x: _f(x["plain_seconds"])),
+            ("sim train_seconds", lambda x: _f(x["sim_train_seconds"])),
+            ("sim runner.run call s", lambda x: _f(x["sim_call_seconds"])),
+            ("ratio (train)", lambda x: _f(x["ratio_train"])),
+            ("ratio (call, Ray start-up incl.)", lambda x: _f(x["ratio_call"])),
+            ("round: sim / plain s", lambda x: f"{x['sim_round_seconds']:.3f} / "
+                                               f"{x['plain_round_seconds']:.3f}"),
+            ("  sim round: clients / server s", lambda x: f"{x['sim_round_client_seconds']:.3f} / "
+                                                          f"{x['sim_round_server_seconds']:.3f}"),
+            ("ratio (steady round)", lambda x: _f(x["ratio_round"])),
+            ("ray.init + shutdown s", lambda x: _f(x["ray_init_shutdown_seconds"])),
+            ("sim round 1 s (actor start-up)", lambda x: _f(x["sim_round1_seconds"])),
+            ("one-off start-up s", lambda x: _f(x["fixed_seconds"])),
+            ("rounds to amortise (start-up < half)", lambda x: _f(x["rounds_to_amortise"])),
+            ("test acc sim / plain", lambda x: f"{x['acc_sim']:.4f} / {x['acc_plain']:.4f}"),
+        ]
+        for label, fn in spec:
+            s.add_row(label, *[fn(x) for x in rows])
         console.print(s)
     if "scaling" in r:
-        s = Table(title=f"scaling, one run each, audit {r['scaling']['audit']}")
-        cols = ("point", "process s", "runner.run s", "train s", "round 1 s", "round s",
-                "driver peak RSS MiB", "tree peak PSS MiB", "tree peak RSS MiB", "processes",
-                "checkpoints MiB", "test acc")
-        for c in cols:
-            s.add_column(c)
-        for row in r["scaling"]["rows"]:
-            s.add_row(row["point"], _f(row["process_seconds"]), _f(row["call_seconds"]),
-                      _f(row["train_seconds"]), _f(row.get("round1_seconds")),
-                      _f(row.get("round_seconds")), _f(row["driver_peak_rss_MiB"], 4),
-                      _f(row["tree_peak_pss_MiB"], 4), _f(row["tree_peak_rss_MiB"], 4),
-                      str(row["tree_peak_processes"]), _f(row["checkpoints_MiB"]),
-                      _f(row["test_accuracy"]))
+        rows = r["scaling"]["rows"]
+        s = Table(title=f"scaling: whole runs, one each, audit {r['scaling']['audit']}")
+        s.add_column("")
+        for row in rows:
+            s.add_column(row["point"], justify="right")
+        spec = [
+            ("process wall s (imports incl.)", "process_seconds"),
+            ("runner.run s", "call_seconds"), ("train s", "train_seconds"),
+            ("round 1 s", "round1_seconds"), ("steady round s", "round_seconds"),
+            ("driver peak RSS MiB (VmHWM)", "driver_peak_rss_MiB"),
+            ("all processes peak PSS MiB", "tree_peak_pss_MiB"),
+            ("all processes peak RSS MiB", "tree_peak_rss_MiB"),
+            ("processes (driver + Ray)", "tree_peak_processes"),
+            ("checkpoints on disk MiB", "checkpoints_MiB"),
+            ("test accuracy", "test_accuracy"),
+        ]
+        for label, key in spec:
+            s.add_row(label, *[_f(x.get(key), 4) for x in rows])
         console.print(s)
         if r["scaling"]["memory_vs_rounds"]:
             c = r["scaling"]["memory_vs_rounds"]
             console.print(f"memory vs rounds ({c['from']} -> {c['to']}): driver peak RSS "
-                          f"{c['driver_peak_rss_growth_MiB']:+.0f} MiB, tree peak PSS "
+                          f"{c['driver_peak_rss_growth_MiB']:+.0f} MiB, all processes peak PSS "
                           f"{c['tree_peak_pss_growth_MiB']:+.0f} MiB, checkpoints on disk "
                           f"{c['checkpoints_growth_MiB']:+.2f} MiB")
     if "estimate" in r:
@@ -296,7 +312,8 @@ def print_tables(res: dict, console) -> None:
         e = r["estimate"]["estimate"]
         s = Table(title="ResNet-18 (GroupNorm) 3x32x32 on this CPU, batch 64 -- MEASURED "
                         f"({c['repeats']} repeats; epoch = {c['epoch_steps']} steps, extrapolated)")
-        for col in ("variant", "step s", "ratio vs plain", "FLOP ratio", "5000-image epoch s"):
+        for col in ("variant", "step s", "time ratio vs plain", "counted-FLOP ratio",
+                    "5000-image epoch s"):
             s.add_column(col)
         s.add_row("plain", _f(c["plain_step_s"]), "1", "1", _f(c["epoch_plain_s"]))
         for k in c:
@@ -306,19 +323,21 @@ def print_tables(res: dict, console) -> None:
                           _f(c[f"gnq_{v}_flop_ratio"]), _f(c[f"epoch_gnq_{v}_s"]))
         console.print(s)
         console.print(f"forward: {c['forward_ms_per_sample']:.2f} ms/sample at batch "
-                      f"{c['forward_batch']}; plain step {c['step_gflop']:.0f} GFLOP -> "
-                      f"{c['cpu_gflops_per_s']:.0f} GFLOP/s on this CPU")
-        s = Table(title="cifar10-resnet18 -- ESTIMATE (extrapolated from the measurements "
-                        "above; GPU columns assume a GPU/CPU speed-up)")
+                      f"{c['forward_batch']}, {c['forward_gflop_per_sample']:.2f} GFLOP/sample; "
+                      f"plain step {c['step_gflop']:.0f} GFLOP -> {c['cpu_gflops_per_s']:.0f} "
+                      "GFLOP/s on this CPU (FLOPs: matmuls and convolutions only)")
+        s = Table(title="cifar10-resnet18 -- ESTIMATE, not a measurement (CPU: measured step "
+                        "times x work; GPU: FLOPs x measured audit time ratio / ASSUMED "
+                        "sustained throughput)")
         s.add_column("variant")
         s.add_column("CPU h (train + forwards)")
-        for sp in e["assumed_speedups"]:
-            s.add_column(f"GPU h at {int(sp)}x")
+        for t in e["assumed_gpu_tflops"]:
+            s.add_column(f"GPU h at {t:g} TFLOP/s")
         for k in ("plain", *[k for k in e if k.startswith("gnq_")]):
             row = e[k]
             s.add_row(k, f"{row['cpu_hours']:.1f} ({row['cpu_train_hours']:.1f} + "
                          f"{row['cpu_forward_hours']:.1f})",
-                      *[f"{row[f'gpu_hours_at_{int(sp)}x']:.2f}" for sp in e["assumed_speedups"]])
+                      *[f"{row[f'gpu_hours_at_{t:g}_tflops']:.2f}" for t in e["assumed_gpu_tflops"]])
         console.print(s)
         w = e["work"]
         console.print(f"work: {w['train_sample_steps']:,} training-sample steps "
@@ -346,7 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
         import torch
 
         torch.set_num_threads(args.threads)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     sections = args.only or [s for s in SECTIONS if not (args.quick and s == "estimate")]
     res: dict = {"quick": args.quick, "machine": machine(), "load_start": load(),
                  "results": {}, "seconds": {}}

@@ -286,8 +286,11 @@ def plain_fedavg(overrides: list[str], *, threads: int | None = None) -> dict:
     data = build_federated_data(scenario)
     device = pick_device(scenario["train"]["device"])
     n_clients = scenario["federation"]["num_clients"]
-    if scenario["federation"]["fraction_train"] < 1.0 or scenario["federation"]["strategy"] != "FedAvg":
-        raise ValueError("plain_fedavg reproduces FedAvg with every client each round only")
+    if (scenario["federation"]["fraction_train"] < 1.0
+            or scenario["federation"]["strategy"] != "FedAvg"
+            or scenario.get("defense", {}).get("kind", "none") != "none"):
+        raise ValueError("plain_fedavg reproduces plain FedAvg (every client each round, no "
+                         "defense) only")
     gnq = scenario["audit.gnq"]
     saved = torch.get_num_threads()
     torch.set_num_threads(threads or max(1, int(scenario["federation.client_resources"]["num_cpus"])))
