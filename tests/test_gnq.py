@@ -227,10 +227,15 @@ def test_registered_custom_kernel():
 def test_auto_strategy_follows_cost_rule():
     from fedaudit.gnq.kernels import _use_ghost
 
-    # Li et al.: ghost form iff 2 T^2 < p d
-    assert _use_ghost(1, 10, 64, "auto")
-    assert _use_ghost(8, 64, 64, "auto")  # 128 < 4096
-    assert not _use_ghost(64, 32, 144, "auto")  # the bench CNN's second conv: 8192 > 4608
+    # arithmetic: ghost iff B T^2 (p + d) < p d (T + B), while the per-sample block fits
+    assert _use_ghost(1, 10, 64, "auto", B=32)  # T = 1: 32*74 < 640*33
+    assert _use_ghost(4, 512, 512, "auto", B=32)  # short sequences, wide layer
+    assert not _use_ghost(64, 32, 144, "auto", B=32)  # the quickstart CNN's second conv
+    # ResNet-18 layer2 conv at batch 64: the memory rule (2 T^2 < p d) would pick ghost at
+    # ~340 GFLOP against ~3 GFLOP for per-sample gradients
+    assert 2 * 256 * 256 < 128 * 1152 and not _use_ghost(256, 128, 1152, "auto", B=64)
+    # a per-sample block over the memory cap falls back to the ghost form
+    assert _use_ghost(256, 2048, 2048 * 9, "auto", B=64)
     assert not _use_ghost(64, 32, 144, "materialize") and _use_ghost(64, 32, 144, "ghost")
 
 

@@ -149,12 +149,28 @@ def find_kernel(module: nn.Module) -> KernelFn:
     return KERNELS[type(module)]
 
 
-def _use_ghost(T: int, p: int, d: int, strategy: str) -> bool:
+# Largest per-sample gradient block (elements) the "auto" rule will materialise for one
+# layer: 2^26 float32 = 256 MiB.
+_MATERIALIZE_MAX_ELEMS = 1 << 26
+
+
+def _use_ghost(T: int, p: int, d: int, strategy: str, B: int = 1, g: int = 1) -> bool:
+    """Pick the cheaper exact form for a layer with T positions, p x d weight (per group).
+
+    DESIGN.md quotes Li et al.'s memory rule (ghost iff 2 T^2 < p d); we depart from it and
+    compare arithmetic instead, because the memory rule sends layers such as ResNet-18's
+    layer2 convolutions (T = 256, p d = 147k) to the ghost form at ~100x the FLOPs:
+    ghost ~ g (B T)^2 (p + d), per-sample gradients + Gram ~ g B p d (T + B).  The
+    per-sample form is only chosen while its block (g B p d elements) stays under
+    ``_MATERIALIZE_MAX_ELEMS``, which keeps the memory bound the ghost form exists for.
+    """
     if strategy == "ghost":
         return True
     if strategy == "materialize":
         return False
-    return 2 * T * T < p * d
+    if g * B * p * d > _MATERIALIZE_MAX_ELEMS:
+        return True
+    return B * T * T * (p + d) < p * d * (T + B)
 
 
 def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tensor:
@@ -168,7 +184,7 @@ def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tens
     if T == 1 and g == 1:
         a, b = A[0, :, 0], Bm[0, :, 0]
         return (a @ a.T).mul_(b @ b.T)
-    if _use_ghost(T, p, d, strategy):
+    if _use_ghost(T, p, d, strategy, B, g):
         A2 = A.reshape(g, B * T, d)
         B2 = Bm.reshape(g, B * T, p)
         out = torch.empty(B, B, dtype=A.dtype, device=A.device)
@@ -274,7 +290,7 @@ def conv_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy: s
         d *= k
     K = None
     if _trainable(module.weight):
-        if _use_ghost(T, p, d, strategy):
+        if _use_ghost(T, p, d, strategy, B, g):
             K = _conv_ghost(module, a, bt, padding, strategy)
         else:
             gw = torch.ops.aten.convolution_backward(
