@@ -1,7 +1,9 @@
 """``fedaudit compare RUN_DIR...``: one table row per run (defense studies).
 
-Columns: run directory name, scenario name, defense, release, test accuracy, every attack's
-AUC and TPR at 1% FPR against the global model, and the mean of the finite r_Qn values.
+Columns: run directory name, scenario name, defense, its epsilon (results.json
+``defense.epsilon``: a number, infinite for a defense without noise, empty without a
+defense), release, test accuracy, every attack's AUC and TPR at 1% FPR against the global
+model, and the mean of the finite r_Qn values.
 With ``quantized=True`` each quantizer of a run adds a row of its own, with the accuracy
 and attack metrics of that quantized release and its r_Qn, so a quantized release is
 compared as a defense next to the others (``defense`` reads ``quantized:<quantizer>``,
@@ -20,7 +22,7 @@ from typing import Any, Iterable
 from fedaudit.report import RunData, fmt, fmt_g, load_run, num, ordered_methods
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
-BASE_COLUMNS = ("run", "scenario", "defense", "release", "status", "test_accuracy")
+BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")
 
 
 def defense_of(results: dict[str, Any]) -> str:
@@ -28,6 +30,12 @@ def defense_of(results: dict[str, Any]) -> str:
     scen = results.get("scenario")
     d = scen.get("defense", {}) if isinstance(scen, dict) else {}
     return str(d.get("kind", "none")) if isinstance(d, dict) else "none"
+
+
+def epsilon_of(results: dict[str, Any]) -> float | None:
+    """The run's epsilon (``defense.epsilon``; inf for "inf"), None when not accounted."""
+    d = results.get("defense")
+    return num(d.get("epsilon")) if isinstance(d, dict) else None
 
 
 def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
@@ -51,7 +59,8 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     r = run.results
     defense = defense_of(r)
     quant = [e for e in r.get("quantization") or [] if isinstance(e, dict)]
-    base = {"run": run.path.name, "scenario": run.name, "defense": defense,
+    eps = epsilon_of(r)
+    base = {"run": run.path.name, "scenario": run.name, "defense": defense, "epsilon": eps,
             "release": "global", "status": "ok",
             "test_accuracy": num((r.get("model") or {}).get("test_accuracy")),
             **_attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant)}
@@ -61,7 +70,7 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
             q = str(e.get("quantizer"))
             rows.append({"run": run.path.name, "scenario": run.name,
                          "defense": f"quantized:{q}" if defense == "none"
-                         else f"{defense}+quantized:{q}",
+                         else f"{defense}+quantized:{q}", "epsilon": eps,
                          "release": f"quantized:{q}", "status": "ok",
                          "test_accuracy": num(e.get("test_accuracy")),
                          **_attack_cells(e.get("attacks")), "rqn": num(e.get("rqn"))})
@@ -125,7 +134,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-_HEADERS = {"test_accuracy": "test\nacc", "rqn_mean": "mean\nr_Qn", "rqn": "r_Qn",
+_HEADERS = {"test_accuracy": "test\nacc", "epsilon": "epsilon", "rqn_mean": "mean\nr_Qn", "rqn": "r_Qn",
             "release": "release", "status": "status"}
 
 
@@ -142,7 +151,7 @@ def _header(col: str) -> str:
 def _cell(col: str, v: Any) -> str:
     if v is None:
         return "–"
-    if col in ("rqn", "rqn_mean"):
+    if col in ("rqn", "rqn_mean", "epsilon"):
         return fmt_g(v)
     if isinstance(v, float):
         return fmt(v)
@@ -152,7 +161,8 @@ def _cell(col: str, v: Any) -> str:
 
 
 def _numeric(col: str) -> bool:
-    return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point")
+    return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
+                                                     "epsilon")
 
 
 def rich_table(rows: list[dict[str, Any]], title: str = "fedaudit compare",
@@ -197,7 +207,8 @@ def print_table(rows: list[dict[str, Any]], title: str = "fedaudit compare") -> 
         console.print(table)
         return
     cols = columns(rows) if rows else []
-    auc = [c for c in cols if c.endswith("_auc") or c in ("test_accuracy", "rqn", "rqn_mean")]
+    auc = [c for c in cols if c.endswith("_auc") or c in ("test_accuracy", "rqn", "rqn_mean",
+                                                          "epsilon")]
     tpr = [c for c in cols if c.endswith("_tpr_1pct_fpr")]
     console.print(rich_table(rows, f"{title}: accuracy, AUC, r_Qn", only=auc))
     console.print(rich_table(rows, f"{title}: TPR at 1% FPR", only=tpr))

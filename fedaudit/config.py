@@ -104,6 +104,13 @@ def _check_targets(targets: list[str]) -> str | None:
     return None
 
 
+DEFENSE_KINDS = ("none", "dp-sgd", "dp-server", "dp-client", "clip")
+
+
+def _check_delta(value: float) -> str | None:
+    return None if 0.0 < value < 1.0 else "out of range, must be > 0 and < 1"
+
+
 SCHEMA: dict[str, dict[str, Field]] = {
     "scenario": {
         "name": _f(str, "scenario", "run name, used in the run directory name",
@@ -220,6 +227,23 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "nan_rate": _f(float, 0.0, "probability that a client returns non-finite weights",
                        min=0.0, max=1.0),
         "seed": _f(int, 0, "seed of the fault draws", min=0),
+    },
+    "defense": {
+        "kind": _f(str, "none", "privacy defense: none; dp-sgd (local DP-SGD with Opacus on "
+                   "every client); dp-server / dp-client (Flower's central-DP wrappers, "
+                   "server- or client-side fixed clipping of updates + Gaussian noise on the "
+                   "aggregate); clip (server-side update clipping, no noise)",
+                   choices=DEFENSE_KINDS),
+        "noise_multiplier": _f(float, 1.0, "Gaussian noise std / clip_norm (dp-sgd: per step "
+                               "on the summed clipped per-sample gradients; dp-server / "
+                               "dp-client: on the sum of clipped updates); ignored by clip",
+                               min=0.0),
+        "clip_norm": _f(float, 1.0, "dp-sgd: per-sample gradient max L2 norm; dp-server / "
+                        "dp-client / clip: max L2 norm of a client's model update",
+                        min=0.0, min_exclusive=True),
+        "delta": _f(float, 1e-5, "the delta at which epsilon is reported (0 < delta < 1; "
+                    "take it below 1 / (samples per client) for dp-sgd, below 1 / num_clients "
+                    "for dp-server / dp-client)", check=_check_delta),
     },
     "canaries": {
         "count": _f(int, 0, "canaries per listed client (0 = none)", min=0),
@@ -344,6 +368,13 @@ def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
     if s["canaries"]["count"] and bad:
         raise ScenarioError(f"{source}: canaries.clients = {s['canaries']['clients']!r}: client "
                             f"{bad[0]} does not exist; allowed: 0..{fed['num_clients'] - 1}")
+    dfn = s["defense"]
+    if (dfn["kind"] in ("dp-server", "dp-client") and dfn["noise_multiplier"] > 0
+            and fed["strategy"] != "FedAvg"):
+        raise ScenarioError(
+            f"{source}: defense.kind = {dfn['kind']!r} with noise needs federation.strategy = "
+            f"'FedAvg' (got {fed['strategy']!r}): the Gaussian noise is calibrated to, and "
+            "the privacy accounting holds for, the uniform mean of clipped updates")
     res = s["federation.client_resources"]
     if s["train"]["device"] == "cuda" and res["num_gpus"] == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "

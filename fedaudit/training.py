@@ -33,15 +33,24 @@ class TrainResult:
     steps: int
     gnq_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gnq_scores: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    dp_steps: int = 0  # DP-SGD: noised optimizer steps taken (0 without DP-SGD)
+    dp_sample_rate: float | None = None  # DP-SGD: Poisson sampling rate of those steps
 
 
 def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray, cfg: dict,
-                *, seed: int, device: torch.device, gnq: dict | None = None) -> TrainResult:
+                *, seed: int, device: torch.device, gnq: dict | None = None,
+                dp: dict | None = None) -> TrainResult:
     """Train ``model`` in place on samples ``ids`` for ``cfg['local_epochs']`` epochs.
 
     With ``gnq`` (the ``[audit.gnq]`` table) every batch is also scored with in-run ghost
     GNQ: the hooks observe the ordinary backward pass, so the update is unchanged.
+    With ``dp`` (the ``[defense]`` table, kind ``dp-sgd``) the client trains with DP-SGD
+    instead (:func:`train_local_dpsgd`).
     """
+    if dp is not None:
+        return train_local_dpsgd(model, x, y, ids, cfg, seed=seed, device=device, gnq=gnq,
+                                 noise_multiplier=dp["noise_multiplier"],
+                                 clip_norm=dp["clip_norm"])
     model.to(device).train()
     opt = make_optimizer(model, cfg)
     gen = torch.Generator().manual_seed(seed)
@@ -79,6 +88,133 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
         res.gnq_ids = np.concatenate(gnq_ids).astype(np.int64)
         res.gnq_scores = np.concatenate(gnq_scores).astype(np.float64)
     return res
+
+
+def _sub_seed(seed: int, stream: int) -> int:
+    return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])
+
+
+def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
+                      cfg: dict, *, seed: int, device: torch.device, noise_multiplier: float,
+                      clip_norm: float, gnq: dict | None = None) -> TrainResult:
+    """Local DP-SGD with Opacus: ``cfg['local_epochs']`` passes of Poisson-sampled batches.
+
+    ``PrivacyEngine(secure_mode=False).make_private(poisson_sampling=True)`` over a
+    DataLoader of the client's samples: each step includes every sample independently
+    with probability q = 1 / ceil(n / batch_size) (Opacus' rate for that loader, so an
+    epoch is n samples on average; batches vary in size and may be empty), clips each
+    per-sample gradient to ``clip_norm``, sums, adds N(0, (noise_multiplier *
+    clip_norm)^2) and divides by the expected batch size.  The result reports the steps
+    taken and q, from which the server accounts the client's epsilon over all its rounds
+    (:mod:`fedaudit.privacy`).  ``optimizer`` / ``momentum`` / ``weight_decay`` act on the
+    noised gradient (post-processing).
+
+    Determinism: the Poisson sampler and the noise use two torch Generators seeded from
+    ``seed`` (not Opacus' secure RNG, which cannot be seeded), so the same seed gives the
+    same update on CPU.
+
+    With ``gnq`` every batch is scored by :func:`dp_clipped_gnq` on the clipped per-sample
+    gradients Opacus materialised for the step.
+    """
+    import warnings
+
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model.to(device).train()
+    n = len(ids)
+    dataset = TensorDataset(torch.from_numpy(np.ascontiguousarray(x[ids])),
+                            torch.from_numpy(np.ascontiguousarray(y[ids])),
+                            torch.arange(n))
+    sampler_gen = torch.Generator().manual_seed(_sub_seed(seed, 1))
+    noise_gen = torch.Generator(device=device).manual_seed(_sub_seed(seed, 2))
+    loader = DataLoader(dataset, batch_size=cfg["batch_size"], shuffle=True,
+                        generator=sampler_gen)
+    opt = make_optimizer(model, cfg)
+    with warnings.catch_warnings():
+        # "Secure RNG turned off": deliberate (seeded, reproducible noise; see docstring)
+        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
+        warnings.filterwarnings("ignore", message=".*full backward hook.*")
+        engine = PrivacyEngine(secure_mode=False)
+        dp_model, dp_opt, dp_loader = engine.make_private(
+            module=model, optimizer=opt, data_loader=loader,
+            noise_multiplier=float(noise_multiplier), max_grad_norm=float(clip_norm),
+            poisson_sampling=True, noise_generator=noise_gen, loss_reduction="mean")
+    total, counted, steps = 0.0, 0, 0
+    gnq_ids, gnq_scores = [], []
+    try:
+        with warnings.catch_warnings():
+            # Opacus' full backward hooks on the first layer, whose input needs no grad
+            warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
+            for _ in range(cfg["local_epochs"]):
+                for xb, yb, ib in dp_loader:
+                    xb, yb = xb.to(device), yb.to(device)
+                    b = len(yb)
+                    dp_opt.zero_grad(set_to_none=True)
+                    # the batch mean (Opacus' loss_reduction="mean"); 0 for an empty batch
+                    loss = F.cross_entropy(dp_model(xb), yb, reduction="sum") / max(b, 1)
+                    loss.backward()
+                    if gnq is not None and b > 0:
+                        gnq_scores.append(dp_clipped_gnq(dp_opt.grad_samples, clip_norm, gnq)
+                                          .cpu().numpy())
+                        gnq_ids.append(ids[ib.numpy()])
+                    dp_opt.step()  # an empty batch is still a step: it releases pure noise
+                    steps += 1
+                    if b > 0:
+                        total += float(loss.detach())
+                        counted += 1
+    finally:
+        dp_model.to_standard_module()  # drops Opacus' hooks and per-sample attributes
+    res = TrainResult(total / max(counted, 1), n, steps, dp_steps=steps,
+                      dp_sample_rate=float(dp_loader.sample_rate))
+    if gnq_ids:
+        res.gnq_ids = np.concatenate(gnq_ids).astype(np.int64)
+        res.gnq_scores = np.concatenate(gnq_scores).astype(np.float64)
+    return res
+
+
+def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float, gnq: dict) -> torch.Tensor:
+    """GNQ of each sample of a DP-SGD step, from the CLIPPED per-sample gradients.
+
+    Under DP-SGD the model learns from f_i g_i, not from g_i: Opacus clips each per-sample
+    gradient g_i with f_i = min(1, C / (||g_i|| + 1e-6)) (its own formula, norms over all
+    parameters, computed here the same way) before summing and noising.  Uniqueness in
+    the sense of the update is therefore that of the clipped rows; clipping also bounds
+    the row norms, so one outlier sample no longer dominates the Gram by magnitude alone.
+    Opacus has already materialised G (``p.grad_sample``), so K is built directly:
+    K = diag(f) G G^T diag(f), accumulated per parameter in float64, then GNQ with the
+    scenario's ``lam`` / ``lam_mode`` / ``rho`` through
+    :func:`fedaudit.gnq.gnq_from_gram_options` (relative mode: lam = rho * trace(K) / B,
+    resolved by :func:`fedaudit.gnq.core.resolve_lambda`, the same rule the ghost auditor
+    uses) -- the noise is not part of it.
+
+    Scale: with ``loss_reduction="mean"`` Opacus multiplies the captured output gradients
+    by the batch size before forming grad_sample, so each row is the gradient of that
+    sample's OWN loss (sum reduction), the convention GNQ is defined with (DESIGN.md 3.1);
+    tests/test_defense.py checks it against ``gnq_scores(method="naive")``.
+
+    Args:
+        grad_samples: per-parameter (B, ...) per-sample gradients (``DPOptimizer.grad_samples``).
+        clip_norm: Opacus' ``max_grad_norm`` C.
+        gnq: the ``[audit.gnq]`` table (lam, lam_mode, rho).
+    Returns:
+        float64 (B,) scores.
+    """
+    from fedaudit.gnq import gnq_from_gram_options
+
+    flat = [g.reshape(len(g), -1) for g in grad_samples]
+    norms = torch.stack([g.norm(2, dim=-1) for g in flat], dim=1).norm(2, dim=1)
+    f = (clip_norm / (norms + 1e-6)).clamp(max=1.0).to(torch.float64)
+    B = flat[0].shape[0]
+    K = torch.zeros(B, B, dtype=torch.float64, device=flat[0].device)
+    for g in flat:
+        # float64 Gram: when gradients share a large common direction a float32 Gram
+        # loses the small differences GNQ measures (and is not even symmetric)
+        g64 = g.to(torch.float64)
+        K.addmm_(g64, g64.T)
+    K = f[:, None] * K * f[None, :]
+    K = (K + K.T).mul_(0.5)
+    return gnq_from_gram_options(K, lam=gnq["lam"], lam_mode=gnq["lam_mode"], rho=gnq["rho"])
 
 
 @torch.inference_mode()

@@ -11,7 +11,12 @@ and adds behaviour around ``aggregate_train``:
 3. scores each client's update u_c = w_c - w_global with server-side GNQ against the
    round's other updates (batch space, DESIGN.md 3.1);
 4. keeps the previous global model when fewer than ``min_clients`` replies are valid;
-5. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there).
+5. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there),
+   with the DP-SGD step counts the replies declare (``dp-steps``, ``dp-sample-rate``),
+   from which the per-client epsilon is accounted.
+
+Wrapping a DP wrapper (``strategies.defenses``) keeps this strategy outermost: it validates
+and records the replies as received and sees the released (noised) aggregate.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ class RoundAudit:
     failures: list[dict] = field(default_factory=list)  # {node_id, partition_id, reason}
     aggregated: bool = False
     note: str | None = None
+    # dp-sgd: local steps and Poisson rate by partition id, from every reply that declares
+    # them (rejected ones too: the server did receive that update -- conservative)
+    dp_steps: dict[int, int] = field(default_factory=dict)
+    dp_sample_rate: dict[int, float] = field(default_factory=dict)
 
 
 def _flat(arrays: ArrayRecord, keys: list[str]) -> np.ndarray:
@@ -150,6 +159,19 @@ class AuditingStrategy(Strategy):
                 return f"array {key!r} holds non-finite values"
         return None
 
+    @staticmethod
+    def _note_dp(audit: RoundAudit, pid, metrics: MetricRecord) -> None:
+        steps, rate = metrics.get("dp-steps"), metrics.get("dp-sample-rate")
+        if pid is None or steps is None or rate is None:
+            return
+        try:
+            pid, steps, rate = int(pid), int(steps), float(rate)
+        except (TypeError, ValueError):
+            return
+        if steps > 0 and 0.0 < rate <= 1.0:
+            audit.dp_steps[pid] = audit.dp_steps.get(pid, 0) + steps
+            audit.dp_sample_rate[pid] = rate
+
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         server_round += self.round_offset
@@ -159,7 +181,9 @@ class AuditingStrategy(Strategy):
             reason = self.check_reply(msg)
             pid = None
             if not msg.has_error() and METRICS_KEY in msg.content.metric_records:
-                pid = msg.content.metric_records[METRICS_KEY].get("partition-id")
+                metrics = msg.content.metric_records[METRICS_KEY]
+                pid = metrics.get("partition-id")
+                self._note_dp(audit, pid, metrics)
             if reason is not None:
                 log.warning("round %d: rejected reply from node %s (partition %s): %s",
                             server_round, msg.metadata.src_node_id, pid, reason)

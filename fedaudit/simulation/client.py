@@ -3,6 +3,13 @@
 Each client rebuilds the scenario's data deterministically from the scenario text the
 server sends (cached per process), so no dataset travels in messages; the node's
 ``partition-id`` picks its share.
+
+Defenses (``[defense]``): ``dp-sgd`` trains with Opacus DP-SGD and reports its step count
+and sampling rate (``dp-steps``, ``dp-sample-rate``) for the server's accounting; under
+``dp-server`` / ``dp-client`` / ``clip`` every reply carries ``dp-weight = 1`` (uniform
+FedAvg weights); ``dp-client`` clips the update here, through Flower's
+``fixedclipping_mod`` run by :func:`strategies.defenses.clip_when_asked_mod` whenever the
+server's train config carries ``clipping_norm``.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from fedaudit.config import from_toml
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
 from fedaudit.training import pick_device, train_local
+from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, clip_when_asked_mod
 
-client_app = ClientApp()
+client_app = ClientApp(mods=[clip_when_asked_mod])
 
 
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -56,15 +64,22 @@ def train(msg: Message, context: Context) -> Message:
     model = model_for(scenario, data, seed=train_seed)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     gnq = scenario["audit.gnq"]
+    defense = scenario["defense"]
     result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
                          seed=seed, device=pick_device(scenario["train"]["device"]),
-                         gnq=gnq if gnq["client"] else None)
+                         gnq=gnq if gnq["client"] else None,
+                         dp=defense if defense["kind"] == "dp-sgd" else None)
     state = model.cpu().state_dict()
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
                  for k, v in state.items()}
-    metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.loss,
-                            "partition-id": partition_id})
+    values = {"num-examples": result.num_examples, "train-loss": result.loss,
+              "partition-id": partition_id}
+    if result.dp_steps:
+        values.update({"dp-steps": result.dp_steps, "dp-sample-rate": result.dp_sample_rate})
+    if defense["kind"] in WRAPPED_KINDS:
+        values[UNIT_WEIGHT_KEY] = 1
+    metrics = MetricRecord(values)
     content = RecordDict({"arrays": ArrayRecord(state), "metrics": metrics})
     if gnq["client"] and len(result.gnq_ids):
         content["audit"] = ConfigRecord({"gnq-ids": result.gnq_ids.tolist(),

@@ -45,26 +45,52 @@ STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
 
 
 def _train_metrics(records: list, weighted_by_key: str):
-    """Weighted mean of the reply metrics except ``partition-id`` (an id, not a metric)."""
+    """Weighted mean of the reply metrics except ``partition-id`` (an id, not a metric)
+    and the defense's unit weight."""
     from flwr.app import MetricRecord
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
+    from strategies.defenses import UNIT_WEIGHT_KEY
+
     agg = aggregate_metricrecords(records, weighted_by_key)
-    return MetricRecord({k: v for k, v in agg.items() if k != "partition-id"})
+    return MetricRecord({k: v for k, v in agg.items()
+                         if k not in ("partition-id", UNIT_WEIGHT_KEY)})
 
 
-def make_strategy(scenario: dict):
+def num_sampled_clients(scenario: dict) -> tuple[int, int]:
+    """(min_train_nodes, how many clients FedAvg samples each round) for the scenario's
+    ``num_clients`` SuperNodes (flwr's FedAvg.configure_train rule)."""
+    fed = scenario["federation"]
+    n = fed["num_clients"]
+    min_train = max(1, min(n, round(fed["fraction_train"] * n)))
+    return min_train, max(int(n * fed["fraction_train"]), min_train)
+
+
+def make_strategy(scenario: dict, seed: int | None = None):
     """The scenario's Flower strategy (by name), federated evaluation off: the auditing
-    wrapper evaluates the global model centrally on ``test``."""
+    wrapper evaluates the global model centrally on ``test``.
+
+    With ``defense.kind`` = dp-server / dp-client / clip the strategy comes wrapped in
+    Flower's fixed-clipping DP wrapper (:func:`strategies.defenses.wrap_defense`; noise
+    seeded from ``seed``, default the scenario seed) and aggregates with uniform client
+    weights (the ``dp-weight`` metric every client then sends as 1): the noise std
+    noise_multiplier * clip_norm / m is calibrated to the uniform mean of m clipped updates.
+    """
     import flwr.serverapp.strategy as flwr_strategies
 
+    from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, wrap_defense
+
     fed = scenario["federation"]
+    defense = scenario["defense"]
     cls = getattr(flwr_strategies, fed["strategy"])
     n = fed["num_clients"]
-    return cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
-               min_train_nodes=max(1, min(n, round(fed["fraction_train"] * n))),
-               min_evaluate_nodes=0, min_available_nodes=n,
-               train_metrics_aggr_fn=_train_metrics)
+    min_train, sampled = num_sampled_clients(scenario)
+    weighted = UNIT_WEIGHT_KEY if defense["kind"] in WRAPPED_KINDS else "num-examples"
+    base = cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
+               min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
+               weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
+    return wrap_defense(base, defense, num_clients=n, num_sampled=sampled,
+                        seed=scenario["scenario"]["seed"] if seed is None else seed)
 
 
 class RunRecorder:
@@ -90,6 +116,7 @@ class RunRecorder:
         self.checkpoints: list[Path] = []
         self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in
                                                  self.model.state_dict().items()}
+        self.live_privacy: dict | None = None
 
     def resume_point(self) -> int:
         """Load the finished rounds of an interrupted run; return how many there are."""
@@ -144,6 +171,10 @@ class RunRecorder:
                            if c.gnq_update is not None},
             "update_norm": {str(c.partition_id): c.update_norm for c in audit.clients},
         }
+        if audit.dp_steps:  # dp-sgd: every reply that declared steps, accepted or rejected
+            record["dp_steps"] = {str(k): v for k, v in sorted(audit.dp_steps.items())}
+            record["dp_sample_rate"] = {str(k): v for k, v in
+                                        sorted(audit.dp_sample_rate.items())}
         append_jsonl(self.jsonl, record)
         self.rounds.append(record)
         if self.progress is not None:
@@ -190,7 +221,7 @@ def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: P
     if done >= rounds:
         return recorder
     gnq = scenario["audit.gnq"]
-    strategy = AuditingStrategy(make_strategy(scenario), on_round=recorder,
+    strategy = AuditingStrategy(make_strategy(scenario, seed=train_seed), on_round=recorder,
                                 gnq_server=gnq if gnq["server"] else None,
                                 min_clients=scenario["federation"]["min_clients"],
                                 round_offset=done)
@@ -199,6 +230,10 @@ def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: P
                    timeout=scenario["federation"]["timeout"],
                    train_config=ConfigRecord({"scenario": to_toml(scenario),
                                               "train-seed": train_seed}))
+    spent = getattr(strategy.strategy, "privacy_spent", lambda: None)()
+    if spent is not None:  # Flower's live accountant (this start() only; not resumed rounds)
+        recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,
+                                 "releases": spent.num_releases, "resumed_from_round": done}
     return recorder
 
 
@@ -242,6 +277,7 @@ def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None
     t_train = time.perf_counter() - t0
 
     results = assemble_results(scenario, data, recorder, run_dir)
+    add_defense_results(results, scenario, recorder, n_extra=len(extra))
     from fedaudit.posttrain import post_training
 
     timing = post_training(scenario, data, recorder, extra, run_dir, results, device, progress)
@@ -298,6 +334,32 @@ def assemble_results(scenario: dict, data: FederatedData, recorder: RunRecorder,
     if samples is not None and data.canary.any():
         results["canaries"] = canary_ranks(samples)
     return results
+
+
+def add_defense_results(results: dict, scenario: dict, recorder: RunRecorder, *,
+                        n_extra: int = 0) -> None:
+    """results.json ``defense`` (:func:`fedaudit.privacy.defense_summary`: kind,
+    parameters, epsilon, delta, accounting, notes) and, under dp-sgd, each client's
+    ``dp`` entry (epsilon, steps, sample rate).  Epsilon is computed from rounds.jsonl, so a
+    resumed run accounts its earlier rounds too."""
+    from fedaudit.privacy import defense_summary
+
+    summary = defense_summary(scenario, recorder.rounds,
+                              num_sampled=num_sampled_clients(scenario)[1],
+                              extra_trajectories=n_extra)
+    live = recorder.live_privacy
+    if live is not None:
+        summary["flower_accountant"] = live
+        if not live["resumed_from_round"] and isinstance(summary.get("epsilon"), float) \
+                and abs(live["epsilon"] - summary["epsilon"]) > 1e-9 * max(1.0, live["epsilon"]):
+            log.warning("Flower's live accountant says epsilon = %s, the rounds say %s",
+                        live["epsilon"], summary["epsilon"])
+    results["defense"] = summary
+    if "epsilon_per_client" in summary:
+        for c, client in enumerate(results["clients"]):
+            client["dp"] = {"epsilon": summary["epsilon_per_client"][c],
+                            "steps": summary["steps_per_client"][c],
+                            "sample_rate": summary["sample_rate_per_client"][c]}
 
 
 def canary_ranks(samples: dict[str, np.ndarray]) -> dict[str, Any]:
