@@ -8,8 +8,9 @@ Decisions DESIGN.md leaves open (also in the README):
   the distinct candidates are pooled.
 - Per client, members are the client's samples (or a random subset of
   ``members_per_client``, capped at the holdout size) and non-members are holdout samples
-  drawn with the members' label histogram; non-members are drawn per client, so the pooled
-  set may repeat a holdout sample for several clients (each client's set stays balanced).
+  drawn with the members' label histogram, independently per client (each client's set is
+  balanced).  Pooled metrics use every distinct scored sample once: all clients' members
+  against the union of their non-members.
 - The attacks see only an :class:`attacks.oracle.Oracle`.
 """
 
@@ -122,7 +123,6 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
     pos = {int(i): k for k, i in enumerate(ids)}
     out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
     for method, r in raw.items():
-        all_scores, all_members = [], []
         for c, s in enumerate(sets):
             sid = np.concatenate([s["members"], s["nonmembers"]])
             mem = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
@@ -130,10 +130,11 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
             if len(out["clients"]) <= c:
                 out["clients"].append({})
             out["clients"][c][method] = _metrics(membership_metrics(scores, mem))
-            all_scores.append(scores)
-            all_members.append(mem)
             out["rows"].append((method, sid, np.full(len(sid), c), mem, scores))
-        pooled = _metrics(membership_metrics(np.concatenate(all_scores), np.concatenate(all_members)))
+        # Pooled over the DISTINCT samples: clients draw their non-members from one holdout,
+        # so concatenating the per-client sets would count a holdout sample several times
+        # and overstate the FPR resolution (1/n must count distinct non-members).
+        pooled = _metrics(r["metrics"])
         pooled["queries_per_sample"] = r["queries_per_sample"]
         pooled["seconds_per_sample"] = r["seconds_per_sample"]
         out["pooled"][method] = pooled
