@@ -144,34 +144,28 @@ class OpacusGaussianAccountant:
         self._events = events
 
 
-class SeededServerSideFixedClipping(DifferentialPrivacyServerSideFixedClipping):
+class _SeededNoise:
+    """Mixin for Flower's fixed-clipping DP wrappers: Gaussian noise drawn from a seed per
+    round (numpy's global RNG, restored afterwards), so runs are reproducible."""
+
+    def __init__(self, strategy: Strategy, noise_multiplier: float, clipping_norm: float,
+                 num_sampled_clients: int, *, seed: int, accountant=None) -> None:
+        super().__init__(strategy, noise_multiplier, clipping_norm, num_sampled_clients,
+                         accountant=accountant)
+        self.seed = seed
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        with numpy_global_seed(noise_seed(self.seed, server_round)):
+            return super().aggregate_train(server_round, replies)
+
+
+class SeededServerSideFixedClipping(_SeededNoise, DifferentialPrivacyServerSideFixedClipping):
     """Flower's server-side fixed clipping, noise drawn from a per-round seed."""
 
-    def __init__(self, strategy: Strategy, noise_multiplier: float, clipping_norm: float,
-                 num_sampled_clients: int, *, seed: int, accountant=None) -> None:
-        super().__init__(strategy, noise_multiplier, clipping_norm, num_sampled_clients,
-                         accountant=accountant)
-        self.seed = seed
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        with numpy_global_seed(noise_seed(self.seed, server_round)):
-            return super().aggregate_train(server_round, replies)
-
-
-class SeededClientSideFixedClipping(DifferentialPrivacyClientSideFixedClipping):
+class SeededClientSideFixedClipping(_SeededNoise, DifferentialPrivacyClientSideFixedClipping):
     """Flower's client-side fixed clipping wrapper, noise drawn from a per-round seed."""
-
-    def __init__(self, strategy: Strategy, noise_multiplier: float, clipping_norm: float,
-                 num_sampled_clients: int, *, seed: int, accountant=None) -> None:
-        super().__init__(strategy, noise_multiplier, clipping_norm, num_sampled_clients,
-                         accountant=accountant)
-        self.seed = seed
-
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        with numpy_global_seed(noise_seed(self.seed, server_round)):
-            return super().aggregate_train(server_round, replies)
 
 
 def wrap_defense(strategy: Strategy, defense: dict, *, num_clients: int, num_sampled: int,
