@@ -2,3 +2,32 @@ import os
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+import json
+
+import pytest
+
+
+@pytest.fixture()
+def identity():
+    """Flower messages need a task identity; tests that build them by hand set one."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 0
+    yield
+    TaskIdentity.task_id = TaskIdentity.run_id = TaskIdentity.node_id = None
+
+
+def result_numbers(res: dict) -> str:
+    """results.json as canonical JSON without what may differ between identical runs
+    (timings and the run directory)."""
+    res = json.loads(json.dumps(res, default=str))
+    for key in ("timing", "run_dir"):
+        res.pop(key, None)
+    for m in res.get("attacks", {}).values():
+        m.pop("seconds_per_sample", None)
+    for q in res.get("quantization", []):
+        for m in q["attacks"].values():
+            m.pop("seconds_per_sample", None)
+    return json.dumps(res, sort_keys=True)

@@ -7,11 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import result_numbers
 import torch
 import torch.nn.functional as F
 from flwr.app import (ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord,
                       RecordDict)
-from flwr.supercore.task_identity import TaskIdentity
 from torch import nn
 
 from fedaudit.config import ScenarioError, load_scenario
@@ -324,13 +324,6 @@ def test_dpsgd_step_is_clipped_mean_plus_documented_noise():
 
 # ---------------------------------------------------------------- Flower strategy stack
 
-@pytest.fixture()
-def identity():
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 0
-    yield
-    TaskIdentity.task_id = TaskIdentity.run_id = TaskIdentity.node_id = None
-
-
 BIG = {"w": torch.zeros(100, 60), "b": torch.zeros(60)}
 
 
@@ -638,15 +631,7 @@ def test_defense_same_seed_same_numbers(tmp_path, kind):
     scen = load_scenario("quickstart", TINY + [f"defense.kind={kind}"])
     _, a = run(scen, tmp_path / "a")
     _, b = run(scen, tmp_path / "b")
-    for res in (a, b):
-        res.pop("timing")
-        res.pop("run_dir")
-        for m in res.get("attacks", {}).values():
-            m.pop("seconds_per_sample")
-        for q in res.get("quantization", []):
-            for m in q["attacks"].values():
-                m.pop("seconds_per_sample")
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert result_numbers(a) == result_numbers(b)
 
 
 @pytest.mark.slow

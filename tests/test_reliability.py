@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import result_numbers
 import torch
 from flwr.app import (ArrayRecord, ConfigRecord, Error, Message, MessageType, MetricRecord,
                       RecordDict)
 from flwr.serverapp.strategy import FedAvg
-from flwr.supercore.task_identity import TaskIdentity
 
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.rundir import load_checkpoint
@@ -24,13 +24,6 @@ from fedaudit.simulation.client import draw_faults
 from strategies.auditing import AuditingStrategy
 
 # ---------------------------------------------------------------- strategy unit tests
-
-
-@pytest.fixture()
-def identity():
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 0
-    yield
-    TaskIdentity.task_id = TaskIdentity.run_id = TaskIdentity.node_id = None
 
 
 GLOBAL = {"w": torch.zeros(3, 2), "b": torch.zeros(2)}
@@ -178,18 +171,6 @@ def _sets(values):
     return out
 
 
-def _numbers(res: dict) -> str:
-    res = dict(res)
-    for key in ("timing", "run_dir"):
-        res.pop(key, None)
-    for m in res.get("attacks", {}).values():
-        m.pop("seconds_per_sample", None)
-    for q in res.get("quantization", []):
-        for m in q["attacks"].values():
-            m.pop("seconds_per_sample", None)
-    return json.dumps(res, sort_keys=True)
-
-
 @pytest.mark.e2e
 def test_sigkill_after_round_2_then_resume_matches_uninterrupted(tmp_path):
     full = _cli("run", "quickstart", "--out", str(tmp_path / "full"), "--no-report",
@@ -231,7 +212,7 @@ def test_sigkill_after_round_2_then_resume_matches_uninterrupted(tmp_path):
     assert rounds_a == rounds_b
     res_a = json.loads((full_dir / "results.json").read_text())
     res_b = json.loads((killed_dir / "results.json").read_text())
-    assert _numbers(res_a) == _numbers(res_b)
+    assert result_numbers(res_a) == result_numbers(res_b)
     with np.load(full_dir / "gnq_samples.npz") as ga, np.load(killed_dir / "gnq_samples.npz") as gb:
         assert all(np.array_equal(ga[k], gb[k]) for k in ga.files)
 
