@@ -193,7 +193,9 @@ def gnq_attack_link(results: dict, scores_global: dict, samples_path: Path) -> d
         ids = np.concatenate([r[1] for r in rows])
         mem = np.concatenate([r[3] for r in rows]).astype(bool)
         sc = np.concatenate([r[4] for r in rows])
-        nonmember_scores = sc[~mem]
+        # each holdout sample once (several clients may have drawn the same one)
+        _, first = np.unique(ids[~mem], return_index=True)
+        nonmember_scores = sc[~mem][first]
         threshold = np.quantile(nonmember_scores, 0.95)
         member_ids, member_scores = ids[mem], sc[mem]
         has = np.isin(member_ids, uniq)
