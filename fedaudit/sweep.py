@@ -207,10 +207,12 @@ def run_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (),
               out: str | Path = "runs", *, quantized: bool = False, report: bool = True,
               progress: ProgressFactory | None = None,
               announce: Callable[[str], None] | None = None) -> tuple[Path, list[dict]]:
-    """Validate every point, then run them all; return (sweep directory, rows)."""
+    """Validate every point, then run them all; return (sweep directory, rows).  The sweep
+    directory is absolute (resolved), like the run directory ``fedaudit run`` prints."""
     sets = list(sets)
     points = plan_sweep(scenario, grids, sets)
-    sweep_dir = create_unique_dir(out, "sweep-" + load_scenario(scenario, sets)["scenario"]["name"])
+    sweep_dir = create_unique_dir(
+        out, "sweep-" + load_scenario(scenario, sets)["scenario"]["name"]).resolve()
     rows = run_points(points, sweep_dir, quantized=quantized, report=report,
                       progress=progress, announce=announce)
     return sweep_dir, rows
