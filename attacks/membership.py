@@ -11,7 +11,7 @@ per client.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any
@@ -142,6 +142,7 @@ def evaluate_attacks(
     member_mask: ArrayLike,
     methods: Sequence[str],
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    on_method: Callable[[str, float], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run each attack in ``methods`` once on all samples of ``x``.
 
@@ -155,6 +156,7 @@ def evaluate_attacks(
     methods : registered attack names (:data:`attacks.registry.ATTACKS`), no repeats.
     options : ``{method: {option: value}}`` passed to the attack as keyword arguments;
         entries for registered attacks not in ``methods`` are ignored.
+    on_method : called as ``on_method(name, seconds)`` after each attack (progress).
 
     Returns
     -------
@@ -205,4 +207,6 @@ def evaluate_attacks(
             "seconds_per_sample": seconds / n,
             "metrics": membership_metrics(scores, mask) if both_classes else None,
         }
+        if on_method is not None:
+            on_method(name, seconds)
     return results

@@ -20,24 +20,40 @@ class _ArgParser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    import fedaudit
+
     p = _ArgParser(prog="fedaudit", description="Federated-learning privacy testbed.")
+    p.add_argument("--version", action="version", version=f"fedaudit {fedaudit.__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgParser)
 
     run = sub.add_parser("run", help="run a scenario (bundled name or .toml path)")
     run.add_argument("scenario", nargs="?", help="bundled scenario name or .toml path")
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue an interrupted run after its last finished round")
-    run.add_argument("--out", default="runs", help="parent folder of the run directory")
+    run.add_argument("--out", default="runs",
+                     help="parent folder of the run directory (default: ./runs)")
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
     run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
     run.add_argument("--no-report", dest="report", action="store_false",
                      help="do not write RUN_DIR/report.html after the run")
 
-    val = sub.add_parser("validate", help="check a scenario and its data without training")
-    val.add_argument("scenario")
+    val = sub.add_parser("validate", help="check a scenario and its data without training",
+                         description="Check everything `run` checks (schema, ranges, data, "
+                         "partitions, model shape, resources) without training.")
+    val.add_argument("scenario", help="bundled scenario name or .toml path")
     val.add_argument("--set", dest="overrides", action="append", default=[],
-                     metavar="SECTION.KEY=VALUE")
+                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+
+    dep = sub.add_parser("deploy", help="run a scenario through Flower's deployment path "
+                         "(flwr run, a managed local SuperLink), checked")
+    dep.add_argument("scenario", help="bundled scenario name or .toml path")
+    dep.add_argument("--set", dest="overrides", action="append", default=[],
+                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+    dep.add_argument("--out", default="runs",
+                     help="parent folder of the run directory (default: ./runs)")
+    dep.add_argument("--app", metavar="DIR",
+                     help="the Flower App folder (default: this checkout)")
 
     sub.add_parser("scenarios", help="list the bundled scenarios")
 
@@ -56,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("scenario")
     sw.add_argument("--grid", dest="grids", action="append", default=[], required=True,
                     metavar="SECTION.KEY=V1,V2,...", help="values of one key (repeatable)")
-    sw.add_argument("--out", default="runs", help="parent folder of the sweep directory")
+    sw.add_argument("--out", default="runs",
+                    help="parent folder of the sweep directory (default: ./runs)")
     sw.add_argument("--set", dest="overrides", action="append", default=[],
                     metavar="SECTION.KEY=VALUE", help="override a key in every point")
     sw.add_argument("--quantized", action="store_true",
@@ -74,18 +91,26 @@ def validate_all(name: str, overrides: list[str]) -> dict:
 
 
 class RichProgress:
-    """Rounds as a rich progress bar with the latest accuracy; phases as status lines."""
+    """Rounds as a rich progress bar with the latest accuracy; the post-training steps
+    (quantizers, attack targets and methods) as a second bar with an ETA.  It also keeps
+    where the run is, for the one line a Ctrl-C prints."""
 
     def __init__(self, rounds: int) -> None:
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
         self.console = Console(stderr=True)
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+        self.rounds = rounds
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
                             MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                            TimeElapsedColumn(), console=self.console, transient=False)
+                            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                            console=self.console, transient=False)
         self.task = self.bar.add_task("rounds", total=rounds, info="starting Ray ...")
+        self.steps: dict[str, int] = {}
+        self.run_dir: Path | None = None
+        self.rounds_done = 0
+        self.where = "while starting Ray"
 
     def __enter__(self) -> "RichProgress":
         self.bar.start()
@@ -94,14 +119,39 @@ class RichProgress:
     def __exit__(self, *exc) -> None:
         self.bar.stop()
 
+    def started(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir).resolve()
+
     def round_done(self, round_: int, record: dict) -> None:
         info = f"test acc {record['test_accuracy']:.3f}"
         if record["failures"]:
             info += f", {record['failures']} failed"
+        self.rounds_done = round_
+        self.where = (f"in round {round_ + 1} of {self.rounds}" if round_ < self.rounds
+                      else "after the last round")
         self.bar.update(self.task, completed=round_, info=info)
 
     def phase(self, text: str) -> None:
+        self.where = f"during {text}"
         self.bar.update(self.task, info=text)
+
+    def step(self, name: str, done: int, total: int, info: str = "") -> None:
+        if name not in self.steps:
+            self.steps[name] = self.bar.add_task(name, total=total, info=info)
+        self.where = f"during {name} ({info})" if info else f"during {name}"
+        self.bar.update(self.steps[name], completed=done, total=total, info=info)
+
+    def warn(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False)
+
+    def interrupted(self) -> str:
+        """The Ctrl-C line: where the run stopped and how to go on."""
+        if self.run_dir is None:
+            return f"{self.where}; no run directory was created"
+        return (f"{self.where}; {self.run_dir} keeps {self.rounds_done} finished "
+                f"round(s); continue with: fedaudit run --resume {self.run_dir}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -111,6 +161,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 "scenario.toml is used as it is")
         from fedaudit.preflight import load_resume
 
+        done = Path(args.resume) / "results.json"
+        if done.is_file():  # nothing to continue: leave the finished run exactly as it is
+            print(f"fedaudit: {args.resume} already finished (results.json is there); "
+                  "nothing to resume", file=sys.stderr)
+            print(Path(args.resume).resolve())
+            return 0
         scenario = load_resume(args.resume)
     elif not args.scenario:
         raise ScenarioError("run needs a SCENARIO (bundled name or .toml path) or "
@@ -119,8 +175,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = validate_all(args.scenario, args.overrides)
     from fedaudit.simulation.runner import run
 
+    from fedaudit.interrupt import stop_cleanly_on_sigint
+
     t0 = time.perf_counter()
-    with RichProgress(scenario["federation"]["rounds"]) as progress:
+    with RichProgress(scenario["federation"]["rounds"]) as progress, \
+            stop_cleanly_on_sigint(progress.interrupted, before_exit=progress.bar.stop):
+        if args.resume:
+            progress.started(Path(args.resume))
         run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose,
                                resume_dir=args.resume)
     _summary(results, time.perf_counter() - t0)
@@ -170,12 +231,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaudit.compare import print_table
     from fedaudit.sweep import run_sweep
 
+    from fedaudit.interrupt import stop_cleanly_on_sigint
+
     console = Console(stderr=True)
-    sweep_dir, rows = run_sweep(
-        args.scenario, args.grids, args.overrides, args.out, quantized=args.quantized,
-        report=args.report, announce=lambda text: console.print(
-            f"[bold]sweep[/] {rich_escape(text)}", highlight=False),
-        progress=lambda point: RichProgress(point.scenario["federation"]["rounds"]))
+    with stop_cleanly_on_sigint(lambda: "during the sweep; the sweep directory keeps every "
+                                "finished point (compare.csv, compare.json)"):
+        sweep_dir, rows = run_sweep(
+            args.scenario, args.grids, args.overrides, args.out, quantized=args.quantized,
+            report=args.report, announce=lambda text: console.print(
+                f"[bold]sweep[/] {rich_escape(text)}", highlight=False),
+            progress=lambda point: RichProgress(point.scenario["federation"]["rounds"]))
     print_table(rows, title=f"sweep {sweep_dir.name}")
     failed = sum(r.get("status") == "failed" for r in rows)
     if failed:
@@ -187,11 +252,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _summary(results: dict, seconds: float) -> None:
     from rich.console import Console
+    from rich.markup import escape as rich_escape
     from rich.table import Table
 
     console = Console(stderr=True)
     console.print(f"test accuracy {results['model']['test_accuracy']:.3f} "
                   f"(loss {results['model']['test_loss']:.3f}) in {seconds:.1f} s")
+    for w in results.get("warnings") or []:
+        console.print(f"[bold yellow]warning:[/] {rich_escape(w['message'])}", highlight=False)
+    defense = results.get("defense") or {}
+    if defense.get("kind", "none") != "none":
+        eps = defense.get("epsilon")
+        eps_text = (f"epsilon {eps:.3g}" if isinstance(eps, (int, float))
+                    else f"epsilon {eps}" if eps is not None else "no epsilon (no noise)")
+        delta = defense.get("delta")
+        console.print(f"defense {defense['kind']}: {eps_text}"
+                      + (f" at delta {delta:g}" if isinstance(delta, float) and eps is not None
+                         else ""), highlight=False)
+    canaries = results.get("canaries") or {}
+    if canaries.get("mean_percentile") is not None:
+        console.print(f"canaries: {len(canaries['samples'])} injected, mean GNQ percentile "
+                      f"{canaries['mean_percentile']:.1f} within their clients (100 = most "
+                      "unique)", highlight=False)
     attacks = results.get("attacks") or {}
     if attacks:
         t = Table(title="membership inference on the global model (pooled over clients)")
@@ -211,6 +293,20 @@ def _summary(results: dict, seconds: float) -> None:
             t.add_row(q["quantizer"], f"{q['bits']:g}", r if isinstance(r, str) else f"{r:.4g}",
                       f"{q['test_accuracy']:.3f}")
         console.print(t)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from fedaudit.simulation.deploy import deploy
+
+    scenario = validate_all(args.scenario, args.overrides)
+    res = deploy(args.scenario, args.overrides, scenario["federation"]["num_clients"],
+                 Path(args.out), app=Path(args.app) if args.app else None)
+    if res.status != "finished:completed" or res.run_dir is None:
+        print(f"fedaudit: error: Flower run {res.run_id or '(none)'} ended {res.status}"
+              + (f": {res.details}" if res.details else ""), file=sys.stderr)
+        return 1
+    print(res.run_dir)
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -234,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
-               "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep}[args.command]
+               "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep,
+               "deploy": cmd_deploy}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:

@@ -123,10 +123,14 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     "data": {
         "dataset": _f(str, "digits", "dataset name",
-                      choices=("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz")),
+                      choices=("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz",
+                               "imagefolder")),
         "data_dir": _f(str, "data", "directory holding torchvision datasets"),
         "download": _f(bool, False, "allow torchvision to download a missing dataset"),
-        "path": _f(str, "", "path of the .npz file when dataset = 'npz'"),
+        "path": _f(str, "", "path of the .npz file when dataset = 'npz', folder of class "
+                            "subfolders when dataset = 'imagefolder'"),
+        "image_size": _f(int, 0, "imagefolder: resize every image to this many pixels square "
+                                 "(bilinear); 0 = keep the files' size", min=0),
         "max_samples": _f(int, 0, "use at most this many samples in total (0 = all)", min=0),
         "holdout_fraction": _f(float, 0.2, "fraction kept as attack non-members",
                                min=0.0, max=0.9, min_exclusive=True),
@@ -338,16 +342,21 @@ def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, A
     return out
 
 
-def validate(sections: dict[str, dict[str, Any]], source: str = "scenario") -> dict[str, dict[str, Any]]:
-    """Return the resolved scenario (defaults filled in) or raise :class:`ScenarioError`."""
+def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
+             origins: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
+    """Return the resolved scenario (defaults filled in) or raise :class:`ScenarioError`.
+    ``origins`` names where a key's value came from when not from ``source`` (e.g. the
+    ``--set`` argument), so an error blames the right place."""
     resolved = defaults()
+    origins = origins or {}
     for sec, values in sections.items():
         fields = SCHEMA[sec]
         for key, value in values.items():
+            where = origins.get((sec, key), source)
             if key not in fields:
-                raise ScenarioError(f"{source}: unknown key '{sec}.{key}'; allowed in "
+                raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
                                     f"[{sec}]: " + ", ".join(fields))
-            resolved[sec][key] = _check_value(f"{source}: {sec}.{key}", fields[key], value)
+            resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
     _check_cross(resolved, source)
     return resolved
 
@@ -359,8 +368,9 @@ def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
         raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
                             f"{d['holdout_fraction'] + d['test_fraction']:g}: must be < 0.95 "
                             "so clients keep training data")
-    if d["dataset"] == "npz" and not d["path"]:
-        raise ScenarioError(f"{source}: data.path is required when data.dataset = 'npz'")
+    if d["dataset"] in ("npz", "imagefolder") and not d["path"]:
+        raise ScenarioError(f"{source}: data.path is required when data.dataset = "
+                            f"{d['dataset']!r}")
     if fed["min_clients"] > fed["num_clients"]:
         raise ScenarioError(f"{source}: federation.min_clients = {fed['min_clients']}: must be "
                             f"<= federation.num_clients ({fed['num_clients']})")
@@ -401,8 +411,11 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:/+-]*", raw):
-            value = raw  # convenience: --set data.partitioner=dirichlet
+        # convenience: a bare word or path is a string (--set data.partitioner=dirichlet,
+        # --set data.path=/tmp/x.npz); anything with quotes, brackets, braces, '=', '#' or
+        # spaces is meant as TOML and must parse
+        if raw and not re.search(r"[\s\"'\[\]{}=#]", raw):
+            value = raw
         else:
             raise ScenarioError(f"--set {text!r}: value is not valid TOML "
                                 "(quote strings, e.g. key=\"text\")") from None
@@ -438,10 +451,37 @@ def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: cannot read: {exc}") from None
     sections = _flatten_sections(raw, str(path))
+    bundled = path.resolve().parent == Path(str(resources.files("fedaudit.scenarios"))).resolve()
+    # a user's file names its data relative to itself; a bundled one relative to the
+    # current directory (where `data/` would be)
+    _absolute_paths(sections, Path.cwd() if bundled else path.resolve().parent)
+    origins: dict[tuple[str, str], str] = {}
     for text in overrides:
         section, key, value = parse_override(text)
         sections.setdefault(section, {})[key] = value
-    return validate(sections, str(path))
+        origins[(section, key)] = f"--set {text}"
+        _absolute_paths({section: {key: value}} if (section, key) in PATH_KEYS else {},
+                        Path.cwd(), into=sections)
+    resolved = validate(sections, str(path), origins)
+    # the defaults too: a run's scenario.toml must mean the same from any directory
+    _absolute_paths(resolved, Path.cwd())
+    return resolved
+
+
+#: scenario keys holding file or folder paths (stored absolute in a resolved scenario)
+PATH_KEYS = (("data", "path"), ("data", "data_dir"))
+
+
+def _absolute_paths(sections: dict[str, dict[str, Any]], base: Path,
+                    into: dict[str, dict[str, Any]] | None = None) -> None:
+    """Make the non-empty string paths of :data:`PATH_KEYS` absolute against ``base``
+    (``~`` expanded), writing them into ``into`` (default: ``sections``)."""
+    into = sections if into is None else into
+    for sec, key in PATH_KEYS:
+        value = sections.get(sec, {}).get(key)
+        if isinstance(value, str) and value:
+            p = Path(value).expanduser()
+            into.setdefault(sec, {})[key] = str(p if p.is_absolute() else base / p)
 
 
 def to_toml(scenario: dict[str, dict[str, Any]]) -> str:

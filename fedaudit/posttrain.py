@@ -51,8 +51,9 @@ def quantization_audit(scenario: dict, data: FederatedData, recorders: list, dev
                     for r in recorders]
     release = trajectories[0][-1]
     entries, releases = [], {}
-    for name in cfg["quantizers"]:
-        progress.phase(f"quantization: {name}")
+    names = cfg["quantizers"]
+    for i, name in enumerate(names):
+        progress.step("quantization", i, len(names), name)
         spec = quantizer_info(name)
         losses, rounds = [], []
         for t, traj in enumerate(trajectories):
@@ -73,8 +74,10 @@ def quantization_audit(scenario: dict, data: FederatedData, recorders: list, dev
             "test_accuracy": float(correct.mean()), "test_loss": float(rel_losses.mean()),
             "attacks": {},
         })
-        log.info("quantizer %s: r_Qn=%s (%d distinct of %d), acc=%.4f", name, res.r,
-                 res.n_distinct, entries[-1]["n_candidates"], entries[-1]["test_accuracy"])
+        log.info("quantizer %d of %d, %s: r_Qn=%s (%d distinct of %d), acc=%.4f", i + 1,
+                 len(names), name, res.r, res.n_distinct, entries[-1]["n_candidates"],
+                 entries[-1]["test_accuracy"])
+    progress.step("quantization", len(names), len(names), "done")
     return entries, releases
 
 
@@ -105,8 +108,44 @@ def _attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
                        "upsample": r["upsample"], "score": r["score"]}}
 
 
+class AttackProgress:
+    """Progress of the attack phase in samples (target x scored sample), advanced after
+    each method by its share of the target's oracle queries (Res-MIA costs K + 1 per
+    sample, the baselines 1), so the ETA follows the real cost; one line per finished
+    (target, method) in run.log."""
+
+    def __init__(self, progress, targets: list[str], methods: list[str], n_samples: int,
+                 queries: dict[str, int]) -> None:
+        self.progress, self.targets, self.methods = progress, targets, methods
+        self.n, self.queries = n_samples, queries
+        self.total = len(targets) * n_samples
+        self.per_target = sum(queries[m] for m in methods)
+        self.done = 0.0
+        self.target = ""
+        self.t0 = time.perf_counter()
+
+    def start_target(self, target: str) -> None:
+        self.target = target
+        self._show(self.methods[0])
+
+    def _show(self, method: str) -> None:
+        t = self.targets.index(self.target) + 1
+        self.progress.step("attacks", round(self.done), self.total,
+                           f"{self.target} ({t}/{len(self.targets)}): {method}")
+
+    def method_done(self, method: str, seconds: float) -> None:
+        self.done += self.n * self.queries[method] / self.per_target
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / self.done * (self.total - self.done)
+        log.info("attack %s on %s: %d samples in %.1f s; %d of %d samples done, eta %.0f s",
+                 method, self.target, self.n, seconds, round(self.done), self.total, eta)
+        nxt = self.methods.index(method) + 1
+        self._show(self.methods[nxt] if nxt < len(self.methods) else "done")
+
+
 def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
-                  sets: list[dict], device: torch.device) -> dict[str, Any]:
+                  sets: list[dict], device: torch.device,
+                  tracker: AttackProgress | None = None) -> dict[str, Any]:
     """Every attack against one released model; per-client and pooled metrics."""
     from attacks.membership import evaluate_attacks
     from attacks.oracle import Oracle
@@ -119,7 +158,8 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
                                     for s in sets]))
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
     raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg["methods"],
-                           _attack_options(scenario))
+                           _attack_options(scenario),
+                           on_method=tracker.method_done if tracker is not None else None)
     pos = {int(i): k for k, i in enumerate(ids)}
     out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
     for method, r in raw.items():
@@ -139,6 +179,18 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
         pooled["seconds_per_sample"] = r["seconds_per_sample"]
         out["pooled"][method] = pooled
     return out
+
+
+def _queries_per_sample(scenario: dict, data: FederatedData) -> dict[str, int]:
+    """Oracle queries per sample of each method (for the ETA only)."""
+    from attacks.resmia import _resolve_sizes
+
+    r = scenario["attack.resmia"]
+    try:
+        k = len(_resolve_sizes(*data.x.shape[-2:], r["steps"] or None, r["sizes"] or None))
+    except Exception:  # noqa: BLE001 - an estimate; the attack itself reports bad options
+        k = 3
+    return {m: (k + 1 if m == "resmia" else 1) for m in scenario["attack"]["methods"]}
 
 
 def _metrics(m: dict) -> dict:
@@ -237,10 +289,14 @@ def post_training(scenario: dict, data: FederatedData, recorder, extra: list, ru
         targets += [(f"quantized:{name}", sd) for name, sd in releases.items()]
     rows: list[tuple] = []
     by_target: dict[str, dict] = {}
+    n_scored = len(np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
+                                             for s in sets])))
+    tracker = AttackProgress(progress, [t for t, _ in targets], list(scenario["attack"]["methods"]),
+                             n_scored, _queries_per_sample(scenario, data))
     for target, state in targets:
-        progress.phase(f"attacks: {target}")
+        tracker.start_target(target)
         model.load_state_dict(state)
-        res = attack_target(model, scenario, data, sets, device)
+        res = attack_target(model, scenario, data, sets, device, tracker)
         by_target[target] = res
         rows += [(target, *r) for r in res["rows"]]
     if "global" in by_target:

@@ -790,7 +790,10 @@ def section_header(run: RunData) -> str:
                          f'<div class="v">{html.escape(v)}</div>'
                          f'<div class="s">{html.escape(s)}</div></div>' for k, v, s in cards)
     desc = html.escape(str(scen.get("description", "")))
-    return (f'<header><h1>fedaudit report: {html.escape(run.name)}</h1>'
+    warns = [w for w in run.results.get("warnings") or [] if isinstance(w, dict)]
+    warn_html = "".join(f'<p class="warning" role="alert"><strong>Warning:</strong> '
+                        f'{html.escape(str(w.get("message", "")))}</p>' for w in warns)
+    return (f'<header><h1>fedaudit report: {html.escape(run.name)}</h1>{warn_html}'
             f'<p class="desc">{desc}</p><dl class="facts">{facts_html}</dl>'
             f'<div class="cards">{cards_html}</div></header>')
 
@@ -974,6 +977,7 @@ figure{margin:14px 0 22px;break-inside:avoid;page-break-inside:avoid}
 figure img{max-width:100%;height:auto;display:block;border:1px solid var(--line)}
 figcaption{font-size:13px;margin-top:6px;max-width:900px}
 figcaption .note{color:var(--mute)}
+.warning{border:2px solid #b45309;background:#fff7ed;padding:.5em .8em;border-radius:4px}
 figure.absent figcaption,p.absent{color:var(--mute);font-style:italic;background:var(--bg2);
  padding:8px 12px;border-left:3px solid var(--line)}
 figure.error figcaption{background:#fdecea;padding:8px 12px;border-left:3px solid #c62828}

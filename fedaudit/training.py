@@ -33,6 +33,7 @@ class TrainResult:
     steps: int
     gnq_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gnq_scores: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    gnq_epochs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # 1-based
     dp_steps: int = 0  # DP-SGD: noised optimizer steps taken (0 without DP-SGD)
     dp_sample_rate: float | None = None  # DP-SGD: Poisson sampling rate of those steps
 
@@ -63,9 +64,9 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
         auditor = GhostAuditor(model, lam=gnq["lam"], lam_mode=gnq["lam_mode"], rho=gnq["rho"],
                                loss_reduction="mean")
     total, steps = 0.0, 0
-    gnq_ids, gnq_scores = [], []
+    gnq_ids, gnq_scores, gnq_epochs = [], [], []
     n = len(ids)
-    for _ in range(cfg["local_epochs"]):
+    for epoch in range(1, cfg["local_epochs"] + 1):
         order = torch.randperm(n, generator=gen)
         for start in range(0, n, cfg["batch_size"]):
             idx = order[start:start + cfg["batch_size"]]
@@ -77,6 +78,7 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
                     loss.backward()
                 gnq_scores.append(auditor.scores().cpu().numpy())
                 gnq_ids.append(ids[idx.numpy()])
+                gnq_epochs.append(np.full(len(idx), epoch))
             else:
                 loss = F.cross_entropy(model(xb), yb)
                 loss.backward()
@@ -87,6 +89,7 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     if gnq_ids:
         res.gnq_ids = np.concatenate(gnq_ids).astype(np.int64)
         res.gnq_scores = np.concatenate(gnq_scores).astype(np.float64)
+        res.gnq_epochs = np.concatenate(gnq_epochs).astype(np.int64)
     return res
 
 
@@ -141,12 +144,12 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
             noise_multiplier=float(noise_multiplier), max_grad_norm=float(clip_norm),
             poisson_sampling=True, noise_generator=noise_gen, loss_reduction="mean")
     total, counted, steps = 0.0, 0, 0
-    gnq_ids, gnq_scores = [], []
+    gnq_ids, gnq_scores, gnq_epochs = [], [], []
     try:
         with warnings.catch_warnings():
             # Opacus' full backward hooks on the first layer, whose input needs no grad
             warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
-            for _ in range(cfg["local_epochs"]):
+            for epoch in range(1, cfg["local_epochs"] + 1):
                 for xb, yb, ib in dp_loader:
                     xb, yb = xb.to(device), yb.to(device)
                     b = len(yb)
@@ -158,6 +161,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
                         gnq_scores.append(dp_clipped_gnq(dp_opt.grad_samples, clip_norm, gnq)
                                           .cpu().numpy())
                         gnq_ids.append(ids[ib.numpy()])
+                        gnq_epochs.append(np.full(b, epoch))
                     dp_opt.step()  # an empty batch is still a step: it releases pure noise
                     steps += 1
                     if b > 0:
@@ -170,6 +174,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     if gnq_ids:
         res.gnq_ids = np.concatenate(gnq_ids).astype(np.int64)
         res.gnq_scores = np.concatenate(gnq_scores).astype(np.float64)
+        res.gnq_epochs = np.concatenate(gnq_epochs).astype(np.int64)
     return res
 
 

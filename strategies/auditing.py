@@ -48,6 +48,7 @@ class ClientRound:
     gnq_update: float | None = None
     gnq_ids: np.ndarray | None = None
     gnq_scores: np.ndarray | None = None
+    gnq_epochs: np.ndarray | None = None  # local epoch (1-based) of each score
 
 
 @dataclass
@@ -205,6 +206,8 @@ class AuditingStrategy(Strategy):
                 if "gnq-ids" in cfg:
                     record.gnq_ids = np.asarray(cfg["gnq-ids"], dtype=np.int64)
                     record.gnq_scores = np.asarray(cfg["gnq-scores"], dtype=np.float64)
+                    if "gnq-epochs" in cfg:
+                        record.gnq_epochs = np.asarray(cfg["gnq-epochs"], dtype=np.int64)
             if keys:
                 u = _flat(content.array_records[ARRAYS_KEY], keys) - _flat(self._global, keys)
                 record.update_norm = float(np.linalg.norm(u))

@@ -145,3 +145,129 @@ def test_torchvision_dataset_missing_offline_names_directory(tmp_path):
     msg = str(exc.value)
     assert str(tmp_path) in msg and "cifar-10-batches-py" in msg and "download = true" in msg
     assert not any(tmp_path.iterdir())  # nothing downloaded
+
+
+# --- dataset = "imagefolder" -------------------------------------------------------------
+
+def _png(path, arr):
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.asarray(arr, dtype=np.uint8)).save(path)
+
+
+def _imagefolder(tmp_path, image_size=0):
+    return {"dataset": "imagefolder", "path": str(tmp_path / "imgs"), "image_size": image_size}
+
+
+def test_imagefolder_loads_exact_pixels_labels_and_order(tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "imgs"
+    rng = np.random.default_rng(0)
+    pix = {}
+    for cls in ("zebra", "ant", "cat"):  # class order = sorted names, not creation order
+        for name in ("b.png", "a.png"):
+            pix[cls, name] = rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)
+            _png(root / cls / name, pix[cls, name])
+    flat = np.broadcast_to(np.array([200, 100, 50], np.uint8), (6, 6, 3))
+    Image.fromarray(np.ascontiguousarray(flat)).save(root / "cat" / "c.JPEG")  # lossy
+    (root / "ant" / "notes.txt").write_text("ignored")
+    _png(root / "ant" / ".hidden.png", np.zeros((6, 6), np.uint8))
+    _png(root / ".cache" / "x.png", np.zeros((6, 6), np.uint8))
+    (root / "loose.png").write_bytes(b"")  # not in a class folder: ignored
+    ds = load_dataset(_imagefolder(tmp_path))
+    assert ds.name == "imgs" and ds.classes == ("ant", "cat", "zebra")
+    assert ds.x.shape == (7, 3, 6, 6) and ds.x.dtype == np.float32
+    assert ds.y.dtype == np.int64 and ds.y.tolist() == [0, 0, 1, 1, 1, 2, 2]
+    order = [("ant", "a.png"), ("ant", "b.png"), ("cat", "a.png"), ("cat", "b.png"),
+             None, ("zebra", "a.png"), ("zebra", "b.png")]
+    for i, key in enumerate(order):
+        if key is not None:
+            assert np.array_equal(ds.x[i], pix[key].transpose(2, 0, 1) / np.float32(255.0))
+    assert np.abs(ds.x[4] - flat.transpose(2, 0, 1) / 255.0).max() < 0.05  # the JPEG
+    assert np.array_equal(load_dataset(_imagefolder(tmp_path)).x, ds.x)  # deterministic
+
+
+def test_imagefolder_grayscale_gives_one_channel_and_image_size_resizes(tmp_path):
+    root = tmp_path / "imgs"
+    for i, cls in enumerate(("a", "b")):
+        _png(root / cls / "0.png", np.full((6, 6), 51 * i, np.uint8))
+        _png(root / cls / "1.png", np.full((9, 4), 255, np.uint8))
+    ds = load_dataset(_imagefolder(tmp_path, image_size=5))
+    assert ds.x.shape == (4, 1, 5, 5)
+    assert np.allclose(ds.x[2], 0.2) and np.allclose(ds.x[3], 1.0)
+
+
+def test_imagefolder_mixed_sizes_need_image_size(tmp_path):
+    root = tmp_path / "imgs"
+    _png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
+    _png(root / "b" / "0.png", np.zeros((8, 6), np.uint8))
+    with pytest.raises(ScenarioError) as exc:
+        load_dataset(_imagefolder(tmp_path))
+    msg = str(exc.value)
+    assert "data.path" in msg and "data.image_size" in msg and "\n" not in msg
+    assert "6x6" in msg and "6x8" in msg and "0.png" in msg
+
+
+def test_imagefolder_empty_class_is_named(tmp_path):
+    root = tmp_path / "imgs"
+    _png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
+    (root / "empty").mkdir()
+    (root / "empty" / "readme.txt").write_text("no images")
+    with pytest.raises(ScenarioError, match=r"data.path = .*class folder 'empty' has no image"):
+        load_dataset(_imagefolder(tmp_path))
+    (root / "empty" / "bad.png").write_bytes(b"not an image")  # all unreadable: still empty
+    with pytest.raises(ScenarioError, match=r"class folder 'empty' has no readable image"):
+        load_dataset(_imagefolder(tmp_path))
+
+
+def test_imagefolder_skips_corrupt_files_with_a_warning(tmp_path, caplog):
+    root = tmp_path / "imgs"
+    for cls in ("a", "b"):
+        _png(root / cls / "0.png", np.full((6, 6), 7, np.uint8))
+    (root / "a" / "1.png").write_bytes(b"not an image")
+    with caplog.at_level("WARNING", logger="fedaudit"):
+        ds = load_dataset(_imagefolder(tmp_path))
+    assert ds.x.shape == (2, 1, 6, 6) and ds.y.tolist() == [0, 1]
+    assert any("skipped 1 unreadable" in r.getMessage() and r.name == "fedaudit"
+               for r in caplog.records)
+
+
+def test_imagefolder_path_errors(tmp_path):
+    with pytest.raises(ScenarioError, match=r"data.path = .*no such folder"):
+        load_dataset({"dataset": "imagefolder", "path": str(tmp_path / "nope")})
+    f = tmp_path / "file.png"
+    f.write_bytes(b"x")
+    with pytest.raises(ScenarioError, match=r"data.path = .*not a folder"):
+        load_dataset({"dataset": "imagefolder", "path": str(f)})
+    _png(tmp_path / "imgs" / "only" / "0.png", np.zeros((6, 6), np.uint8))
+    with pytest.raises(ScenarioError, match=r"needs at least 2"):
+        load_dataset(_imagefolder(tmp_path))
+
+
+def test_imagefolder_requires_path_in_schema(tmp_path):
+    from fedaudit.config import load_scenario
+
+    p = tmp_path / "s.toml"
+    p.write_text("[data]\ndataset = 'imagefolder'\n")
+    with pytest.raises(ScenarioError, match="data.path is required when data.dataset = "
+                                            "'imagefolder'"):
+        load_scenario(str(p))
+    with pytest.raises(ScenarioError, match="image_size"):
+        validate({"data": {"dataset": "imagefolder", "path": "x", "image_size": -1}})
+
+
+def test_imagefolder_scenario_passes_preflight(tmp_path):
+    from fedaudit.preflight import validate_all
+
+    rng = np.random.default_rng(1)
+    for i in range(40):
+        _png(tmp_path / "imgs" / f"c{i % 2}" / f"{i:02d}.png",
+             rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    p = tmp_path / "s.toml"
+    p.write_text(f"[scenario]\nname = 'imgs'\n[data]\ndataset = 'imagefolder'\n"
+                 f"path = '{(tmp_path / 'imgs').as_posix()}'\nimage_size = 6\n"
+                 "[federation]\nnum_clients = 2\n")
+    s = validate_all(str(p))
+    assert s["data"]["dataset"] == "imagefolder" and s["data"]["image_size"] == 6

@@ -57,7 +57,8 @@ def check_run_dir(run: Path, rounds: int, clients: int) -> dict:
                                   "attack_seconds"}
 
     with np.load(run / "gnq_samples.npz") as g:
-        assert set(g.files) == {"sample_id", "client", "round", "score", "canary"}
+        assert set(g.files) == {"sample_id", "client", "round", "epoch", "score", "canary"}
+        assert set(g["epoch"].tolist()) == {1}  # TINY trains one local epoch
         assert len(g["score"]) > 0 and np.all(np.isfinite(g["score"]))
         assert g["canary"].sum() > 0
     with np.load(run / "scores.npz") as s:

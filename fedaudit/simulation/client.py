@@ -83,5 +83,6 @@ def train(msg: Message, context: Context) -> Message:
     content = RecordDict({"arrays": ArrayRecord(state), "metrics": metrics})
     if gnq["client"] and len(result.gnq_ids):
         content["audit"] = ConfigRecord({"gnq-ids": result.gnq_ids.tolist(),
-                                         "gnq-scores": result.gnq_scores.tolist()})
+                                         "gnq-scores": result.gnq_scores.tolist(),
+                                         "gnq-epochs": result.gnq_epochs.tolist()})
     return Message(content=content, reply_to=msg)

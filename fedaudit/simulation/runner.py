@@ -79,6 +79,8 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
         atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     else:
         run_dir = Path(resume_dir)
+    if hasattr(progress, "started"):
+        progress.started(run_dir)
     holder: dict = {}
     server_app = ServerApp()
 

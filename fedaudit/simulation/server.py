@@ -18,6 +18,7 @@ from flwr.serverapp import Grid, ServerApp
 import fedaudit
 from fedaudit.config import ScenarioError, load_scenario, to_toml
 from fedaudit.data import FederatedData, build_federated_data
+from fedaudit.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
                              atomic_write_json, atomic_write_text, checkpoint_path,
@@ -31,6 +32,7 @@ log = logging.getLogger("fedaudit")
 class Progress(Protocol):
     def round_done(self, round_: int, record: dict) -> None: ...
     def phase(self, text: str) -> None: ...
+    def step(self, name: str, done: int, total: int, info: str = "") -> None: ...
 
 
 class _NoProgress:
@@ -39,6 +41,9 @@ class _NoProgress:
 
     def phase(self, text: str) -> None:
         log.info(text)
+
+    def step(self, name: str, done: int, total: int, info: str = "") -> None:
+        pass
 
 
 STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
@@ -171,6 +176,16 @@ class RunRecorder:
                            if c.gnq_update is not None},
             "update_norm": {str(c.partition_id): c.update_norm for c in audit.clients},
         }
+        warning = None
+        if not any("warning" in r for r in self.rounds):  # once per run
+            warning = chance_level_warning(round_, self.scenario["federation"]["rounds"], acc,
+                                           self.data.y[self.data.test], self.scenario["train"],
+                                           failures=len(audit.failures))
+        if warning:
+            record["warning"] = warning
+            log.warning("%s", warning)
+            if self.progress is not None and hasattr(self.progress, "warn"):
+                self.progress.warn(warning)
         if audit.dp_steps:  # dp-sgd: every reply that declared steps, accepted or rejected
             record["dp_steps"] = {str(k): v for k, v in sorted(audit.dp_steps.items())}
             record["dp_sample_rate"] = {str(k): v for k, v in
@@ -181,19 +196,25 @@ class RunRecorder:
             self.progress.round_done(round_, record)
 
     def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
-        parts = [(c.partition_id, c.gnq_ids, c.gnq_scores) for c in audit.clients
-                 if c.gnq_ids is not None and len(c.gnq_ids)]
+        parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]
         if not parts:
             return
         self.gnq_dir.mkdir(parents=True, exist_ok=True)
+        epochs = [c.gnq_epochs if c.gnq_epochs is not None and len(c.gnq_epochs) == len(c.gnq_ids)
+                  else np.zeros(len(c.gnq_ids), np.int64) for c in parts]  # 0: not reported
         atomic_save_npz(self.gnq_dir / f"round-{round_:04d}.npz",
-                        sample_id=np.concatenate([p[1] for p in parts]).astype(np.int64),
-                        client=np.concatenate([np.full(len(p[1]), p[0]) for p in parts]),
-                        score=np.concatenate([p[2] for p in parts]).astype(np.float64))
+                        sample_id=np.concatenate([c.gnq_ids for c in parts]).astype(np.int64),
+                        client=np.concatenate([np.full(len(c.gnq_ids), c.partition_id)
+                                               for c in parts]),
+                        epoch=np.concatenate(epochs).astype(np.int64),
+                        score=np.concatenate([c.gnq_scores for c in parts]).astype(np.float64))
 
     def client_gnq(self) -> dict[str, np.ndarray] | None:
-        """All rounds' client-side per-sample GNQ (gnq_samples.npz layout, no canary)."""
-        cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "score": []}
+        """All rounds' client-side per-sample GNQ (gnq_samples.npz layout, no canary): one
+        row per time a sample was scored -- each local epoch (under DP-SGD's Poisson
+        sampling, each time it was drawn) -- with its 1-based local ``epoch``."""
+        cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "epoch": [],
+                                 "score": []}
         for rec in self.rounds:
             path = self.gnq_dir / f"round-{rec['round']:04d}.npz"
             if not path.exists():
@@ -202,6 +223,8 @@ class RunRecorder:
                 for key in ("sample_id", "client", "score"):
                     cols[key].append(npz[key])
                 cols["round"].append(np.full(len(npz["score"]), rec["round"]))
+                cols["epoch"].append(npz["epoch"] if "epoch" in npz.files
+                                     else np.zeros(len(npz["score"]), np.int64))
         if not cols["score"]:
             return None
         return {k: np.concatenate(v) for k, v in cols.items()}
@@ -330,6 +353,8 @@ def assemble_results(scenario: dict, data: FederatedData, recorder: RunRecorder,
                                        "clients", "failures", "aggregated", "note")}
                    for r in recorder.rounds],
         "clients": clients,
+        "warnings": [{"round": r["round"], "message": r["warning"]}
+                     for r in recorder.rounds if r.get("warning")],
     }
     if samples is not None and data.canary.any():
         results["canaries"] = canary_ranks(samples)
@@ -389,15 +414,27 @@ server_app = ServerApp()
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """ServerApp for ``flwr run .``: the scenario and output folder come from the run
-    config (``[tool.flwr.app.config]`` or ``--run-config``)."""
-    cfg = context.run_config
-    overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
-    scenario = load_scenario(str(cfg.get("scenario", "quickstart")), overrides)
+    """ServerApp for ``flwr run .`` (and ``fedaudit deploy``): the scenario, ``--set``
+    overrides (``;``-separated) and output folder come from the run config
+    (``[tool.flwr.app.config]`` or ``--run-config``).  The scenario and the SuperNode count
+    are checked before the run directory is created, so a failed start leaves nothing; the
+    run directory is printed as an absolute path and gets its report.html."""
+    from fedaudit.preflight import check_scenario
     from fedaudit.simulation.runner import run_logging
 
-    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario["scenario"]["name"])
+    cfg = context.run_config
+    overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
+    scenario = check_scenario(load_scenario(str(cfg.get("scenario", "quickstart")), overrides))
+    wait_for_nodes(grid, scenario["federation"]["num_clients"])
+    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario["scenario"]["name"]).resolve()
     atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     with run_logging(run_dir, verbose=True):
         execute(grid, scenario, run_dir)
-    print(run_dir)
+    from fedaudit.report import write_report
+
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run directory itself is complete
+        log.warning("report not written (%s: %s); retry with: fedaudit report %s",
+                    type(exc).__name__, exc, run_dir)
+    print(run_dir, flush=True)

@@ -1,0 +1,40 @@
+# Two commands on a fresh machine (Python >= 3.11, no GPU needed):
+#   make run     set up .venv when missing, then run a scenario (default: quickstart)
+#                make run SCENARIO=membership-signal ARGS="--set federation.rounds=3"
+#   make test    set up .venv when missing, then the test suite
+# The set-up pins torch to the wheels this machine has on disk; `make -n run` shows it.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SCENARIO ?= quickstart
+ARGS ?=
+TORCH := torch==2.14.1 torchvision==0.29.1
+STAMP := $(VENV)/.fedaudit-installed
+
+export FLWR_TELEMETRY_ENABLED = 0
+export PIP_DISABLE_PIP_VERSION_CHECK = 1
+
+.PHONY: run test setup clean-venv
+
+run: $(STAMP)
+	$(VENV)/bin/fedaudit run $(SCENARIO) $(ARGS)
+
+# Unit tests once with one torch thread (tolerances must not depend on the kernels' blocking),
+# then the whole default suite (unit + end-to-end through Flower and Ray) with two.
+test: $(STAMP)
+	FEDAUDIT_TEST_THREADS=1 $(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
+	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fedaudit needs Python >= 3.11, found " + sys.version.split()[0])'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+clean-venv:
+	rm -rf $(VENV)

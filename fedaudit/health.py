@@ -1,0 +1,55 @@
+"""Training-health checks whose failure a user should hear about before the audit runs.
+
+:func:`chance_level_warning`: a global model whose test accuracy, after a few rounds, is
+no better than always predicting the most frequent test class.  "No better" allows for
+sampling noise: with n test samples and majority-class frequency p0, a classifier of true
+accuracy p0 scores above p0 + 3 sqrt(p0 (1 - p0) / n) with probability about 0.1%
+(normal approximation to the binomial), so an accuracy at or below that bound is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: the first round after which the check runs (earlier rounds may still be warming up)
+CHECK_FROM_ROUND = 3
+NOISE_SIGMAS = 3.0
+
+
+@dataclass(frozen=True)
+class ChanceLevel:
+    chance: float  # majority-class frequency of the test labels
+    bound: float  # chance + NOISE_SIGMAS binomial standard errors
+
+
+def chance_level(y_test: np.ndarray) -> ChanceLevel:
+    """The accuracy of always predicting the majority test class, and its noise bound."""
+    y = np.asarray(y_test)
+    if y.ndim != 1 or len(y) == 0:
+        raise ValueError(f"y_test must be a non-empty 1-D array, got shape {y.shape}")
+    p0 = float(np.bincount(y).max() / len(y))
+    return ChanceLevel(p0, p0 + NOISE_SIGMAS * math.sqrt(p0 * (1 - p0) / len(y)))
+
+
+def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.ndarray,
+                         train: dict, failures: int = 0) -> str | None:
+    """A one-line warning when the global model is still at chance level after round
+    ``min(CHECK_FROM_ROUND, rounds)``; None otherwise (and before that round)."""
+    if round_ < min(CHECK_FROM_ROUND, rounds):
+        return None
+    level = chance_level(y_test)
+    if not (accuracy <= level.bound) and math.isfinite(accuracy):
+        return None
+    causes = (f"train.lr = {train['lr']:g}"
+              + (f" with train.momentum = {train['momentum']:g}" if train["optimizer"] == "sgd"
+                 else f" ({train['optimizer']})")
+              + " (too high diverges, too low stalls), or data not scaled to [0, 1]")
+    if failures:
+        causes += f"; {failures} client replies were rejected in this round (see run.log)"
+    return (f"the global model is at chance level after round {round_}: test accuracy "
+            f"{accuracy:.3f}, always predicting the majority class gives {level.chance:.3f} "
+            f"(noise bound {level.bound:.3f}); attacks on it mean little. Likely causes: "
+            f"{causes}")
