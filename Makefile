@@ -20,9 +20,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 run: $(STAMP)
 	$(VENV)/bin/fedaudit run $(SCENARIO) $(ARGS)
 
-# Unit tests once with one torch thread (tolerances must not depend on the kernels' blocking),
+# The import layering (.importlinter: Flower only in fedaudit.simulation and strategies, no
+# cycles), then unit tests once with one torch thread (tolerances must not depend on the kernels' blocking),
 # then the whole default suite (unit + end-to-end through Flower and Ray) with two.
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
 	FEDAUDIT_TEST_THREADS=1 $(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
 	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest
 

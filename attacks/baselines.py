@@ -1,4 +1,4 @@
-"""Baseline black-box membership-inference scores (DESIGN.md section 3.4).
+"""Baseline black-box membership-inference scores (docs/algorithms.md section 4).
 
 All scores are computed from the probability vector ``p = f(x)`` returned by the oracle and
 the true label ``y``, and oriented so that higher means "more likely a member":
@@ -126,19 +126,19 @@ def mentropy_scores(proba: ArrayLike, y: ArrayLike, *, eps: float = DEFAULT_EPS)
     return (1.0 - p_y) * _log(p_y, e) + others.sum(axis=1)
 
 
-@register_attack("loss")
+@register_attack("loss", label="LOSS")
 def loss_attack(oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS) -> np.ndarray:
     """LOSS attack: score = ``-CE(f(x), y)``. One query per sample."""
     return loss_scores(oracle.predict_proba(x), y, eps=eps)
 
 
-@register_attack("confidence")
+@register_attack("confidence", label="confidence")
 def confidence_attack(oracle: Oracle, x: Any, y: ArrayLike) -> np.ndarray:
     """Confidence attack: score = ``f_y(x)``. One query per sample."""
     return confidence_scores(oracle.predict_proba(x), y)
 
 
-@register_attack("entropy")
+@register_attack("entropy", label="entropy")
 def entropy_attack(
     oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS
 ) -> np.ndarray:
@@ -146,7 +146,7 @@ def entropy_attack(
     return entropy_scores(oracle.predict_proba(x), eps=eps)
 
 
-@register_attack("mentropy")
+@register_attack("mentropy", label="m-entropy")
 def mentropy_attack(
     oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS
 ) -> np.ndarray:

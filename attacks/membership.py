@@ -1,6 +1,6 @@
 """Membership evaluation: choosing members and non-members, running the attacks.
 
-DESIGN.md section 3.4: per client, members are the client's training samples (or a
+docs/algorithms.md section 5: per client, members are the client's training samples (or a
 fixed-size random subset, :func:`sample_members`), and non-members are holdout samples
 drawn with the same label histogram (:func:`sample_nonmembers`), so that a skewed
 (non-IID) client is not "detected" by its classes alone. :func:`evaluate_attacks` scores

@@ -19,65 +19,70 @@ as soon as ``attacks`` (or anything inside it) is imported.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names"]
+from fedaudit.options import Field
+from fedaudit.registry import Registry
+
+__all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
+           "attack_label", "attack_options"]
 
 
 class AttackFn(Protocol):
     def __call__(self, oracle: Any, x: Any, y: Any, /, **options: Any) -> np.ndarray: ...
 
 
-#: name -> attack function. Filled by :func:`register_attack`.
-ATTACKS: dict[str, Callable[..., np.ndarray]] = {}
+def _check(name: str, fn: Any, meta: dict) -> None:
+    if not callable(fn):
+        raise TypeError(f"register_attack({name!r}) must decorate a callable")
+    opts = meta.get("options") or {}
+    bad = [k for k, v in opts.items() if not isinstance(v, Field)]
+    if bad:
+        raise TypeError(f"attack {name!r}: option {bad[0]!r} must be a fedaudit.options.Field "
+                        "(see fedaudit.options.option)")
 
-_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+#: name -> attack function, with meta ``label`` (for tables and figures) and ``options``
+#: (name -> :class:`fedaudit.options.Field`: the scenario's ``[attack.<name>]`` table).
+ATTACKS: Registry[str, Callable[..., np.ndarray]] = Registry(
+    "attack", name_pattern=r"[a-z][a-z0-9_-]*", check=_check)
 
 
-def register_attack(name: str) -> Callable[[Callable[..., np.ndarray]], Callable[..., np.ndarray]]:
-    """Decorator: register ``fn`` under ``name`` (lowercase letters, digits, ``-``, ``_``).
+def register_attack(name: str, *, label: str | None = None,
+                    options: Mapping[str, Field] | None = None,
+                    cost: Callable[..., float] | None = None, replace: bool = False):
+    """Decorator: register ``fn(oracle, x, y, **options)`` under ``name`` (lowercase
+    letters, digits, ``-``, ``_``).  ``label`` names it in tables (default: the name);
+    ``options`` declares its keyword options: they become the scenario table
+    ``[attack.<name>]`` with these types, defaults and checks, and are passed to ``fn``.
+    ``cost(sample_shape, **options)`` estimates oracle queries per sample (progress ETA;
+    default 1).
 
-    Registering a different function under a taken name raises ``ValueError``;
-    re-registering the same function (same module and qualified name, e.g. after a
-    module reload) replaces it.
+    Registering a different function under a taken name raises ``ValueError`` (unless
+    ``replace``); re-registering the same function (e.g. a module reload) replaces it.
     """
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"attack name must match {_NAME.pattern} (lowercase, digits, '-', '_'), got {name!r}"
-        )
-
-    def decorator(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-        if not callable(fn):
-            raise TypeError(f"register_attack({name!r}) must decorate a callable")
-        old = ATTACKS.get(name)
-        if old is not None and (
-            getattr(old, "__module__", None),
-            getattr(old, "__qualname__", None),
-        ) != (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)):
-            raise ValueError(
-                f"attack {name!r} is already registered by "
-                f"{old.__module__}.{old.__qualname__}"
-            )
-        ATTACKS[name] = fn
-        return fn
-
-    return decorator
+    return ATTACKS.register(name, replace=replace, label=label or name,
+                            options=dict(options or {}), cost=cost)
 
 
 def attack_names() -> list[str]:
     """Sorted names of the registered attacks."""
-    return sorted(ATTACKS)
+    return list(ATTACKS.names())
 
 
 def get_attack(name: str) -> Callable[..., np.ndarray]:
     """Return the attack registered under ``name``; ``ValueError`` listing allowed names."""
-    try:
-        return ATTACKS[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown attack {name!r}; allowed: {', '.join(attack_names())}"
-        ) from None
+    return ATTACKS.get(name)
+
+
+def attack_label(name: str) -> str:
+    """The attack's display label (its name when unknown)."""
+    return ATTACKS.meta(name).get("label", name) if name in ATTACKS else name
+
+
+def attack_options(name: str) -> Mapping[str, Field]:
+    """The options the attack declared (empty when none)."""
+    return ATTACKS.meta(name).get("options", {})

@@ -1,6 +1,6 @@
 """Res-MIA: a training-free, black-box, resolution-based membership-inference attack.
 
-DESIGN.md section 3.3. Idea: a model that memorised a training sample is confident on it
+docs/algorithms.md section 3. Idea: a model that memorised a training sample is confident on it
 at full resolution, and that confidence decays faster than on unseen samples when the
 image's fine detail is eroded. Erosion step ``k`` (``k = 1..K``)::
 
@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from attacks.registry import register_attack
+from fedaudit.options import option
 
 __all__ = ["erode", "default_sizes", "resmia_scores", "resmia_attack"]
 
@@ -239,7 +240,32 @@ def resmia_scores(
     return scores
 
 
-@register_attack("resmia")
+def _check_size_option(sizes: list[int]) -> str | None:
+    if any(s < 1 for s in sizes):
+        return "sizes must be positive integers"
+    if any(b >= a for a, b in zip(sizes, sizes[1:])):
+        return "sizes must strictly decrease (a fixed size re-applied is idempotent)"
+    return None
+
+
+#: the scenario's ``[attack.resmia]`` table; 0 steps / no sizes = the defaults above
+RESMIA_OPTIONS = {
+    "steps": option(int, 0, "erosion steps K (0 = floor(log2 H))", min=0, unset=0),
+    "sizes": option(list, [], "explicit pooling sizes (strictly decreasing)",
+                    item_types=(int,), check=_check_size_option, unset=[]),
+    "upsample": option(str, "nearest", "restoration interpolation",
+                       choices=("nearest", "bilinear")),
+    "score": option(str, "endpoint", "confidence-decay statistic",
+                    choices=("endpoint", "mean-slope")),
+}
+
+
+def _queries(shape: Sequence[int], steps: int | None = None, sizes=None, **_: Any) -> int:
+    """K + 1 oracle queries per sample."""
+    return len(_resolve_sizes(int(shape[-2]), int(shape[-1]), steps, sizes)) + 1
+
+
+@register_attack("resmia", label="Res-MIA", options=RESMIA_OPTIONS, cost=_queries)
 def resmia_attack(
     oracle: Any,
     x: torch.Tensor | np.ndarray,

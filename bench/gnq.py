@@ -3,7 +3,7 @@
 * :func:`overhead_ratio` -- median time of one audited local training step
   (:class:`~fedaudit.gnq.GhostAuditor` hooks, ghost kernels and the B x B solve) divided by
   the median time of the same plain step, on the default scenario's small CNN (8x8
-  single-channel inputs, 10 classes, batch 32, SGD). DESIGN.md target: <= 1.10.
+  single-channel inputs, 10 classes, batch 32, SGD). Design target: <= 1.10.
 * :func:`overhead_breakdown` -- where the audited step's extra time goes (per-layer
   kernel, hooks, solve).
 * :func:`memory_ratio` -- peak extra memory of ``gnq_scores(method="naive")`` divided by

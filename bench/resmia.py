@@ -3,7 +3,7 @@
 :func:`resmia_cost` -- time per sample of ``resmia_scores`` divided by the time per sample
 of one plain forward pass (``Oracle.predict_proba``) through the SAME oracle (same model,
 same ``batch_size``, eval mode, inference mode). Res-MIA sends ``K + 1`` queries per
-sample (the original and K eroded copies, DESIGN.md 3.3), so the ratio should sit near
+sample (the original and K eroded copies, docs/algorithms.md section 3), so the ratio should sit near
 ``K + 1``; the goal is ``<= K + 1`` (the erosion itself -- average pooling and
 nearest-neighbour upsampling -- should cost next to nothing against the forward passes).
 The inputs are random images of the right shape: the cost does not depend on the values.

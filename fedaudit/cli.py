@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from fedaudit.config import ScenarioError, bundled_scenarios, load_scenario
+from fedaudit.config import ScenarioError, bundled_scenarios
+from fedaudit.progress import RichProgress
 
 EXIT_INPUT = 2
 
@@ -20,10 +21,10 @@ class _ArgParser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    import fedaudit
+    from fedaudit.version import __version__
 
     p = _ArgParser(prog="fedaudit", description="Federated-learning privacy testbed.")
-    p.add_argument("--version", action="version", version=f"fedaudit {fedaudit.__version__}")
+    p.add_argument("--version", action="version", version=f"fedaudit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgParser)
 
     run = sub.add_parser("run", help="run a scenario (bundled name or .toml path)")
@@ -88,70 +89,6 @@ def validate_all(name: str, overrides: list[str]) -> dict:
     from fedaudit.preflight import validate_all as preflight
 
     return preflight(name, overrides)
-
-
-class RichProgress:
-    """Rounds as a rich progress bar with the latest accuracy; the post-training steps
-    (quantizers, attack targets and methods) as a second bar with an ETA.  It also keeps
-    where the run is, for the one line a Ctrl-C prints."""
-
-    def __init__(self, rounds: int) -> None:
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-
-        self.console = Console(stderr=True)
-        self.rounds = rounds
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
-                            MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                            console=self.console, transient=False)
-        self.task = self.bar.add_task("rounds", total=rounds, info="starting Ray ...")
-        self.steps: dict[str, int] = {}
-        self.run_dir: Path | None = None
-        self.rounds_done = 0
-        self.where = "while starting Ray"
-
-    def __enter__(self) -> "RichProgress":
-        self.bar.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.stop()
-
-    def started(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir).resolve()
-
-    def round_done(self, round_: int, record: dict) -> None:
-        info = f"test acc {record['test_accuracy']:.3f}"
-        if record["failures"]:
-            info += f", {record['failures']} failed"
-        self.rounds_done = round_
-        self.where = (f"in round {round_ + 1} of {self.rounds}" if round_ < self.rounds
-                      else "after the last round")
-        self.bar.update(self.task, completed=round_, info=info)
-
-    def phase(self, text: str) -> None:
-        self.where = f"during {text}"
-        self.bar.update(self.task, info=text)
-
-    def step(self, name: str, done: int, total: int, info: str = "") -> None:
-        if name not in self.steps:
-            self.steps[name] = self.bar.add_task(name, total=total, info=info)
-        self.where = f"during {name} ({info})" if info else f"during {name}"
-        self.bar.update(self.steps[name], completed=done, total=total, info=info)
-
-    def warn(self, text: str) -> None:
-        from rich.markup import escape
-
-        self.console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False)
-
-    def interrupted(self) -> str:
-        """The Ctrl-C line: where the run stopped and how to go on."""
-        if self.run_dir is None:
-            return f"{self.where}; no run directory was created"
-        return (f"{self.where}; {self.run_dir} keeps {self.rounds_done} finished "
-                f"round(s); continue with: fedaudit run --resume {self.run_dir}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fedaudit.config import ScenarioError
-from fedaudit.report import RunData, fmt, fmt_g, load_run, num, ordered_methods
+from fedaudit.report.format import fmt, fmt_g
+from fedaudit.rundata import RunData, load_run, num, ordered_methods
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")
@@ -200,12 +201,12 @@ _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "rqn_mean": 
 
 
 def _header(col: str) -> str:
-    from fedaudit.report import METHOD_LABELS
+    from fedaudit.rundata import method_label
 
     for sfx, what in (("_auc", "AUC"), ("_tpr_1pct_fpr", "TPR@1%")):
         if col.endswith(sfx):
             m = col[:-len(sfx)]
-            return f"{METHOD_LABELS.get(m, m)}\n{what}"
+            return f"{method_label(m)}\n{what}"
     return _HEADERS.get(col, col)
 
 

@@ -1,7 +1,9 @@
 """Scenario files: schema, loading, ``--set`` overrides and validation.
 
 A scenario is a TOML file of tables (``[scenario]``, ``[data]``, ``[federation]`` ...).
-Every key is declared once in :data:`SCHEMA` with its type, default and allowed values;
+Every key is declared once in :func:`schema` with its type, default and allowed values
+(the choices of datasets, models, quantizers and attacks, and each attack's options, come
+from the plug-in registries);
 anything else is an error.  Errors are :class:`ScenarioError` with a one-line message that
 names the file, the key and what is allowed -- the CLI prints it and exits with code 2.
 
@@ -13,42 +15,17 @@ they are written in TOML headers, so ``--set audit.gnq.lam=0.1`` and
 from __future__ import annotations
 
 import copy
-import math
 import re
 import tomllib
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import tomli_w
 
 
-class ScenarioError(ValueError):
-    """A scenario (file or override) that cannot be run; the message is one line."""
-
-
-@dataclass(frozen=True)
-class Field:
-    """One scenario key: its type(s), default, and constraints."""
-
-    types: tuple[type, ...]
-    default: Any
-    help: str
-    choices: tuple[Any, ...] | None = None
-    min: float | None = None
-    max: float | None = None
-    min_exclusive: bool = False
-    item_types: tuple[type, ...] | None = None  # for lists
-    item_choices: Callable[[], tuple[str, ...]] | tuple[str, ...] | None = None
-    check: Callable[[Any], str | None] | None = None  # returns a message when invalid
-    optional: bool = False  # may be absent / empty string meaning "unset"
-
-
-def _f(types, default, help, **kw) -> Field:
-    if not isinstance(types, tuple):
-        types = (types,)
-    return Field(types=types, default=default, help=help, **kw)
+from fedaudit.errors import ScenarioError
+from fedaudit.options import Field, check_value as _check_value, option as _f
 
 
 def _flower_strategies() -> tuple[str, ...]:
@@ -61,19 +38,42 @@ def _flower_strategies() -> tuple[str, ...]:
     )
 
 
-QUANTIZER_NAME = re.compile(r"^(fp32|int8|int4|int2|ternary|binary|ternary-sparse([1-9][0-9]?))$")
+def _registries():
+    """The plug-in registries, populated by importing the packages that register the
+    built-in entries (torch: imported on first use of the schema, not at ``--version``)."""
+    import attacks
+    import fedaudit.data
+    import fedaudit.models
+    import fedaudit.quant
+
+    return (fedaudit.data.DATASETS, fedaudit.models.MODELS, fedaudit.quant.QUANTIZERS,
+            attacks.ATTACKS)
 
 
 def _check_quantizers(names: list[str]) -> str | None:
+    quantizers = _registries()[2]
     if not names:
         return "must list at least one quantizer (or set enabled = false)"
-    bad = [n for n in names if not QUANTIZER_NAME.match(n)]
+    bad = [n for n in names if not quantizers.accepts(n)]
     if bad:
-        return (f"unknown quantizer {bad[0]!r}; allowed: fp32, int8, int4, int2, ternary, "
-                "ternary-sparseXX (XX = 1..99), binary")
+        return f"unknown quantizer {bad[0]!r}; allowed: {quantizers.allowed()}"
     if len(set(names)) != len(names):
         return "lists a quantizer twice"
     return None
+
+
+#: Flower strategies with server-optimizer state between rounds (not checkpointed, so a
+#: run using one cannot be resumed)
+STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
+
+
+def num_sampled_clients(scenario: dict) -> tuple[int, int]:
+    """(min_train_nodes, how many clients FedAvg samples each round) for the scenario's
+    ``num_clients`` SuperNodes (flwr's FedAvg.configure_train rule)."""
+    fed = scenario["federation"]
+    n = fed["num_clients"]
+    min_train = max(1, min(n, round(fed["fraction_train"] * n)))
+    return min_train, max(int(n * fed["fraction_train"]), min_train)
 
 
 def _check_checkpoints(value: str) -> str | None:
@@ -82,15 +82,8 @@ def _check_checkpoints(value: str) -> str | None:
     return "must be 'all' or 'last-N' with N >= 1"
 
 
-ATTACK_METHODS = ("resmia", "loss", "confidence", "entropy", "mentropy")
-
-
-def _check_sizes(sizes: list[int]) -> str | None:
-    if any(s < 1 for s in sizes):
-        return "sizes must be positive integers"
-    if any(b >= a for a, b in zip(sizes, sizes[1:])):
-        return "sizes must strictly decrease (a fixed size re-applied is idempotent)"
-    return None
+#: the attacks a scenario runs unless it says otherwise (registered ones can be added)
+DEFAULT_ATTACKS = ("resmia", "loss", "confidence", "entropy", "mentropy")
 
 
 def _check_methods(methods: list[str]) -> str | None:
@@ -111,7 +104,8 @@ def _check_delta(value: float) -> str | None:
     return None if 0.0 < value < 1.0 else "out of range, must be > 0 and < 1"
 
 
-SCHEMA: dict[str, dict[str, Field]] = {
+#: the fixed part of the schema; :func:`schema` adds each attack's ``[attack.<name>]``
+BASE_SCHEMA: dict[str, dict[str, Field]] = {
     "scenario": {
         "name": _f(str, "scenario", "run name, used in the run directory name",
                    check=lambda v: None if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", v)
@@ -122,9 +116,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "description": _f(str, "", "free text shown in the report"),
     },
     "data": {
-        "dataset": _f(str, "digits", "dataset name",
-                      choices=("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz",
-                               "imagefolder")),
+        "dataset": _f(str, "digits", "dataset name (a registered dataset)",
+                      choices=lambda: _registries()[0].names()),
         "data_dir": _f(str, "data", "directory holding torchvision datasets"),
         "download": _f(bool, False, "allow torchvision to download a missing dataset"),
         "path": _f(str, "", "path of the .npz file when dataset = 'npz', folder of class "
@@ -173,7 +166,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "log_to_driver": _f(bool, False, "show actor output in this terminal"),
     },
     "model": {
-        "name": _f(str, "cnn", "model architecture", choices=("mlp", "cnn", "resnet18")),
+        "name": _f(str, "cnn", "model architecture (a registered model)",
+                   choices=lambda: _registries()[1].names()),
         "width": _f(int, 16, "cnn: channels of the first conv layer; mlp: hidden units / 8",
                     min=1, max=4096),
     },
@@ -208,22 +202,14 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     "attack": {
         "enabled": _f(bool, True, "run the black-box membership attacks"),
-        "methods": _f(list, list(ATTACK_METHODS), "attacks to run", item_types=(str,),
-                      item_choices=ATTACK_METHODS, check=_check_methods),
+        "methods": _f(list, list(DEFAULT_ATTACKS), "attacks to run (registered attacks)",
+                      item_types=(str,), item_choices=lambda: _registries()[3].names(),
+                      check=_check_methods),
         "targets": _f(list, ["global", "quantized"], "attack the global model and/or each "
                       "quantized release", item_types=(str,), check=_check_targets),
         "members_per_client": _f(int, 0, "members scored per client (0 = all)", min=0),
         "seed": _f(int, 0, "seed for member/non-member sampling", min=0),
         "batch_size": _f(int, 512, "queries per oracle batch", min=1),
-    },
-    "attack.resmia": {
-        "steps": _f(int, 0, "erosion steps K (0 = floor(log2 H))", min=0),
-        "sizes": _f(list, [], "explicit pooling sizes (strictly decreasing)",
-                    item_types=(int,), check=_check_sizes),
-        "upsample": _f(str, "nearest", "restoration interpolation",
-                       choices=("nearest", "bilinear")),
-        "score": _f(str, "endpoint", "confidence-decay statistic",
-                    choices=("endpoint", "mean-slope")),
     },
     "faults": {
         "crash_rate": _f(float, 0.0, "probability that a client's training raises (labs, tests)",
@@ -258,66 +244,38 @@ SCHEMA: dict[str, dict[str, Field]] = {
 }
 
 
-def _type_name(types: tuple[type, ...]) -> str:
-    names = {int: "integer", float: "number", str: "string", bool: "boolean",
-             list: "array", dict: "table"}
-    return " or ".join(names.get(t, t.__name__) for t in types)
+def schema() -> dict[str, dict[str, Field]]:
+    """Every table and key a scenario may have: :data:`BASE_SCHEMA` plus, for each
+    registered attack that declares options, the table ``[attack.<name>]`` (read from the
+    registry each time, so an attack registered in a notebook is known at once)."""
+    attacks = _registries()[3]
+    out: dict[str, dict[str, Field]] = {}
+    for sec, fields in BASE_SCHEMA.items():
+        out[sec] = fields
+        if sec == "attack":  # the attacks' own tables follow [attack]
+            for name in attacks.names():
+                opts = attacks.meta(name).get("options") or {}
+                if opts:
+                    out[f"attack.{name}"] = dict(opts)
+    return out
 
 
-def _is_type(value: Any, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in types
-    if float in types and isinstance(value, int):
-        return True
-    return isinstance(value, types)
-
-
-def _check_value(where: str, f: Field, value: Any) -> Any:
-    """Validate one value; return it normalised (ints widened to float where a float is due)."""
-    if not _is_type(value, f.types):
-        raise ScenarioError(f"{where} = {value!r}: wrong type, expected {_type_name(f.types)}")
-    if f.types == (float,) and isinstance(value, int):
-        value = float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ScenarioError(f"{where} = {value!r}: must be a finite number")
-    if f.choices is not None and value not in f.choices:
-        raise ScenarioError(f"{where} = {value!r}: unknown choice; allowed: "
-                            + ", ".join(map(str, f.choices)))
-    if f.min is not None and (value < f.min or (f.min_exclusive and value == f.min)):
-        op = ">" if f.min_exclusive else ">="
-        bound = f" and <= {f.max:g}" if f.max is not None else ""
-        raise ScenarioError(f"{where} = {value!r}: out of range, must be {op} {f.min:g}{bound}")
-    if f.max is not None and value > f.max:
-        raise ScenarioError(f"{where} = {value!r}: out of range, must be <= {f.max:g}")
-    if isinstance(value, list):
-        for item in value:
-            if f.item_types and not _is_type(item, f.item_types):
-                raise ScenarioError(f"{where} = {value!r}: items must be "
-                                    f"{_type_name(f.item_types)}")
-        if f.item_choices is not None:
-            allowed = f.item_choices() if callable(f.item_choices) else f.item_choices
-            bad = [v for v in value if v not in allowed]
-            if bad:
-                raise ScenarioError(f"{where} = {value!r}: unknown choice {bad[0]!r}; "
-                                    "allowed: " + ", ".join(allowed))
-            if len(set(value)) != len(value):
-                raise ScenarioError(f"{where} = {value!r}: lists an entry twice")
-    if f.check is not None:
-        msg = f.check(value)
-        if msg:
-            raise ScenarioError(f"{where} = {value!r}: {msg}")
-    return value
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMA":  # the former constant
+        return schema()
+    raise AttributeError(name)
 
 
 def defaults() -> dict[str, dict[str, Any]]:
     """Every section with every key at its default."""
     return {sec: {k: copy.deepcopy(f.default) for k, f in fields.items()}
-            for sec, fields in SCHEMA.items()}
+            for sec, fields in schema().items()}
 
 
 def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """Map nested TOML tables to {dotted section: {key: value}}; reject unknown names."""
     out: dict[str, dict[str, Any]] = {}
+    SCHEMA = schema()
 
     def walk(prefix: str, table: dict[str, Any]) -> None:
         for key, value in table.items():
@@ -349,6 +307,7 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
     ``--set`` argument), so an error blames the right place."""
     resolved = defaults()
     origins = origins or {}
+    SCHEMA = schema()
     for sec, values in sections.items():
         fields = SCHEMA[sec]
         for key, value in values.items():
@@ -397,6 +356,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
         raise ScenarioError(f"--set {text!r}: expected section.key=value")
     path, raw = text.split("=", 1)
     path = path.strip()
+    SCHEMA = schema()
     if "." not in path:
         raise ScenarioError(f"--set {text!r}: expected section.key=value "
                             f"(sections: {', '.join(SCHEMA)})")
@@ -482,6 +442,30 @@ def _absolute_paths(sections: dict[str, dict[str, Any]], base: Path,
         if isinstance(value, str) and value:
             p = Path(value).expanduser()
             into.setdefault(sec, {})[key] = str(p if p.is_absolute() else base / p)
+
+
+def scenario_from_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...] = (),
+                       source: str = "scenario dict") -> dict[str, dict[str, Any]]:
+    """Validate a scenario given as a dict: nested like the TOML
+    (``{"federation": {"rounds": 2}}``) or with dotted table names
+    (``{"audit.gnq": {"client": False}}``); relative paths are taken from the cwd."""
+    nested: dict[str, Any] = {}
+    for sec, values in raw.items():
+        node = nested
+        for part in str(sec).split("."):
+            node = node.setdefault(part, {})
+        if not isinstance(values, dict):
+            raise ScenarioError(f"{source}: [{sec}] must be a table (a dict)")
+        node.update(copy.deepcopy(values))
+    sections = _flatten_sections(nested, source)
+    origins: dict[tuple[str, str], str] = {}
+    for text in overrides:
+        section, key, value = parse_override(text)
+        sections.setdefault(section, {})[key] = value
+        origins[(section, key)] = f"--set {text}"
+    resolved = validate(sections, source, origins)
+    _absolute_paths(resolved, Path.cwd())
+    return resolved
 
 
 def to_toml(scenario: dict[str, dict[str, Any]]) -> str:

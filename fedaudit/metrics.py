@@ -1,4 +1,4 @@
-"""Membership-inference metrics (DESIGN.md section 3.4).
+"""Membership-inference metrics (docs/algorithms.md section 5).
 
 Pure functions in the style of ``sklearn.metrics``: they validate their input and return
 plain Python numbers, so the results go straight into ``results.json``.

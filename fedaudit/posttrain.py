@@ -1,7 +1,7 @@
 """After the last round: PTQ + r_Qn over the checkpoint trajectory, then the black-box
 attacks against the global model and every quantized release.
 
-Decisions DESIGN.md leaves open (also in the README):
+Decisions the papers leave open (also in the README and docs/algorithms.md):
 - r_Qn candidates are the trajectory checkpoints quantized on the FIXED grid of the
   released (last) checkpoint (``quantize_trajectory``); a configuration is identified by its
   quantized tensors only.  With extra seeds each trajectory uses its own release's grid and
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from fedaudit.data import FederatedData
+from fedaudit.options import PASS_ALWAYS
 from fedaudit.rundir import atomic_save_npz, load_checkpoint
 from fedaudit.training import per_sample_losses
 
@@ -102,10 +103,20 @@ def attack_sets(scenario: dict, data: FederatedData) -> list[dict[str, np.ndarra
     return sets
 
 
-def _attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
-    r = scenario["attack.resmia"]
-    return {"resmia": {"steps": r["steps"] or None, "sizes": r["sizes"] or None,
-                       "upsample": r["upsample"], "score": r["score"]}}
+def attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
+    """Each method's keyword options from its ``[attack.<name>]`` table (the options it
+    declared at registration); a value equal to the option's ``unset`` is left out, so the
+    attack uses its own default."""
+    from attacks.registry import attack_options as declared
+
+    out: dict[str, dict[str, Any]] = {}
+    for method in scenario["attack"]["methods"]:
+        fields = declared(method)
+        values = scenario.get(f"attack.{method}", {})
+        out[method] = {k: v for k, v in values.items()
+                       if k in fields and not (fields[k].unset is not PASS_ALWAYS
+                                               and v == fields[k].unset)}
+    return out
 
 
 class AttackProgress:
@@ -158,7 +169,7 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
                                     for s in sets]))
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
     raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg["methods"],
-                           _attack_options(scenario),
+                           attack_options(scenario),
                            on_method=tracker.method_done if tracker is not None else None)
     pos = {int(i): k for k, i in enumerate(ids)}
     out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
@@ -181,16 +192,20 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
     return out
 
 
-def _queries_per_sample(scenario: dict, data: FederatedData) -> dict[str, int]:
-    """Oracle queries per sample of each method (for the ETA only)."""
-    from attacks.resmia import _resolve_sizes
+def _queries_per_sample(scenario: dict, data: FederatedData) -> dict[str, float]:
+    """Oracle queries per sample of each method (for the ETA only): the ``cost`` an attack
+    declared at registration, else 1."""
+    from attacks.registry import ATTACKS
 
-    r = scenario["attack.resmia"]
-    try:
-        k = len(_resolve_sizes(*data.x.shape[-2:], r["steps"] or None, r["sizes"] or None))
-    except Exception:  # noqa: BLE001 - an estimate; the attack itself reports bad options
-        k = 3
-    return {m: (k + 1 if m == "resmia" else 1) for m in scenario["attack"]["methods"]}
+    opts = attack_options(scenario)
+    out = {}
+    for m in scenario["attack"]["methods"]:
+        cost = ATTACKS.meta(m).get("cost")
+        try:
+            out[m] = float(cost(data.x.shape[1:], **opts[m])) if cost else 1.0
+        except Exception:  # noqa: BLE001 - an estimate; the attack itself reports bad options
+            out[m] = 1.0
+    return out
 
 
 def _metrics(m: dict) -> dict:
@@ -206,7 +221,7 @@ def resmia_curves(model: torch.nn.Module, scenario: dict, data: FederatedData, s
     from attacks.oracle import Oracle
     from attacks.resmia import resmia_scores
 
-    opts = _attack_options(scenario)["resmia"]
+    opts = attack_options(scenario)["resmia"]
     del opts["score"]
     oracle = Oracle(model, batch_size=scenario["attack"]["batch_size"], device=device)
     out = {}

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedaudit.config import ScenarioError, from_toml, load_scenario
-from fedaudit.simulation.server import STATEFUL_STRATEGIES
+from fedaudit.config import STATEFUL_STRATEGIES, ScenarioError, from_toml, load_scenario
 
 
 def check_resources(scenario: dict) -> None:

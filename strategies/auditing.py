@@ -9,7 +9,7 @@ and adds behaviour around ``aggregate_train``:
 2. sorts the valid replies by partition id, so the aggregate does not depend on the order
    in which replies arrived (floating-point sums are order-dependent);
 3. scores each client's update u_c = w_c - w_global with server-side GNQ against the
-   round's other updates (batch space, DESIGN.md 3.1);
+   round's other updates (batch space, docs/algorithms.md section 1);
 4. keeps the previous global model when fewer than ``min_clients`` replies are valid;
 5. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there),
    with the DP-SGD step counts the replies declare (``dp-steps``, ``dp-sample-rate``),

@@ -1,6 +1,6 @@
 """Defenses of the ``[defense]`` section on the Flower side.
 
-The stack a run builds (``fedaudit.simulation.server.make_strategy``)::
+The stack a run builds (``fedaudit.simulation.strategy_factory.make_strategy``)::
 
     AuditingStrategy            validates, sorts and records every reply, server GNQ,
       -> DP wrapper             Flower's DifferentialPrivacy{Server,Client}SideFixedClipping

@@ -499,7 +499,7 @@ def test_register_attack_adds_and_guards_names():
         )
         np.testing.assert_array_equal(out["test-constant"]["scores"], 2.0)
     finally:
-        ATTACKS.pop("test-constant", None)
+        ATTACKS.unregister("test-constant")
 
 
 # --------------------------------------------------------------------------- membership sampling

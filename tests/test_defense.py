@@ -361,7 +361,7 @@ def _reply(node, arrays, *, weight=True, extra=None):
 
 
 def _stack(kind, noise=1.0, clip=1.0, n=4, seed=0):
-    from fedaudit.simulation.server import make_strategy
+    from fedaudit.simulation.strategy_factory import make_strategy
     from strategies.auditing import AuditingStrategy
 
     scen = load_scenario("quickstart", [f"defense.kind={kind}", f"defense.noise_multiplier={noise}",

@@ -64,8 +64,11 @@ def _readme_flwr_command() -> str:
 def test_readme_flwr_run_command_as_printed(flower_home):
     cmd = _readme_flwr_command()
     assert "num-supernodes=10" in cmd  # quickstart has 10 clients
+    # as the README says: in the checkout, with the virtual environment active
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                  os.environ.get("PATH", "")])}
     proc = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     dirs = [Path(m) for m in re.findall(r"^(/\S+/quickstart-[0-9-]+)$", proc.stdout, re.M)]
     assert dirs, proc.stdout[-3000:]

@@ -1,5 +1,5 @@
 """Tests of fedaudit.quant: PTQ quantizers, candidate deduplication and the r_Qn indicator
-(DESIGN.md section 3.2; Aubinais et al., arXiv 2502.06567)."""
+(docs/algorithms.md section 2; Aubinais et al., arXiv 2502.06567)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_register_quantizer_adds_one_function():
         with pytest.raises(ValueError, match="already registered"):
             register_quantizer(name, bits=16)(_halve)
     finally:
-        QUANTIZERS.pop(name, None)
+        QUANTIZERS.unregister(name)
     # a quantizer of the former one-argument form fn(weight) is refused at registration
     with pytest.raises(TypeError, match=r"fn\(weight, reference\)"):
 
@@ -758,7 +758,7 @@ def test_custom_quantizer_receives_reference():
         assert seen == [True, False, False]  # reference is weight itself when none is given
         assert torch.equal(quantizer_info(name)(w, reference=r), torch.full_like(w, float(r.abs().max())))
     finally:
-        QUANTIZERS.pop(name, None)
+        QUANTIZERS.unregister(name)
 
 
 def _perturbed_trajectory(T: int = 10, rel: float = 1e-4, seed: int = 0) -> list[dict[str, torch.Tensor]]:

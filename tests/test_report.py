@@ -87,6 +87,9 @@ def test_report_full_run_has_every_section_and_figure(tiny_run, capsys):
         assert m and m.group(1) is None, f"{spec.key}: {m and m.group(1)}"
     assert 'class="error"' not in text and 'class="absent"' not in text
     assert len(re.findall(r'src="data:image/png;base64,', text)) == len(FIGURES)
+    res = json.loads((tiny_run / "results.json").read_text())
+    lowest = res["attacks"]["loss"]["min_fpr_resolution"]  # 1 / distinct non-members
+    assert f"Lowest meaningful FPR here: 1/{round(1 / lowest)} = " in text
     assert text.count('<svg class="spark"') == 3  # one label histogram per client
     for needle in ("Res-MIA AUC", "TPR@1%", "binary", "int4", "[federation]",
                    "num_clients = 3", "Canaries"):

@@ -11,7 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from fedaudit.config import ScenarioError
+from fedaudit.errors import ScenarioError
+from fedaudit.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,16 @@ class Dataset:
         return tuple(self.x.shape[1:])  # type: ignore[return-value]
 
 
-LOADERS: dict[str, Callable[[dict], Dataset]] = {}
+#: name -> loader ``fn(data_cfg: dict) -> Dataset`` (``data_cfg``: the resolved ``[data]``
+#: table); the scenario's ``data.dataset`` choices come from here.
+DATASETS: Registry[str, Callable[[dict], Dataset]] = Registry(
+    "dataset", name_pattern=r"[a-z0-9][a-z0-9_.-]*")
+LOADERS = DATASETS  # the former name
 
 
-def register_dataset(name: str):
-    def deco(fn: Callable[[dict], Dataset]) -> Callable[[dict], Dataset]:
-        LOADERS[name] = fn
-        return fn
-    return deco
+def register_dataset(name: str, *, replace: bool = False, **meta):
+    """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``."""
+    return DATASETS.register(name, replace=replace, **meta)
 
 
 @register_dataset("digits")
@@ -261,4 +264,4 @@ def load_imagefolder_dataset(cfg: dict) -> Dataset:
 
 def load_dataset(cfg: dict) -> Dataset:
     """Load the dataset named by a resolved ``[data]`` table."""
-    return LOADERS[cfg["dataset"]](cfg)
+    return DATASETS.get(cfg["dataset"])(cfg)

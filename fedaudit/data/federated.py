@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedaudit.config import ScenarioError
+from fedaudit.errors import ScenarioError
 from fedaudit.data.datasets import Dataset, load_dataset
 
 

@@ -8,7 +8,7 @@ per-sample gradients g_1..g_B:
 
 K is built per layer from hooked activations and output gradients without materialising
 G (the ghost trick of Li et al., arXiv 2110.05679), exactly also for sequences and
-convolutions. See DESIGN.md section 3.1.
+convolutions. See docs/algorithms.md section 1.
 
 Public API: :func:`gnq_scores`, :func:`gnq_from_gram`, :func:`gnq_of_updates`,
 :class:`GhostAuditor`, :data:`KERNELS`, :func:`register_kernel`.

@@ -62,7 +62,8 @@ class GhostAuditor:
             (dim 0): ``"mean"`` (K is rescaled by B^2) or ``"sum"``.
         gram_dtype: dtype of the Gram accumulation; None keeps the captured tensors'
             dtype (float16/bfloat16 are promoted to float32). The solve is float64.
-        strategy: ``"auto"`` (per layer, ghost when 2 T^2 < p d), ``"ghost"`` or
+        strategy: ``"auto"`` (per layer, the cheaper form by arithmetic, see
+            :func:`fedaudit.gnq.kernels._use_ghost`), ``"ghost"`` or
             ``"materialize"`` (forcing one form; for tests and benchmarks).
     """
 

@@ -12,12 +12,11 @@ the EXACT contributions are
     weight:  K_ij += sum_{t,s} (a_it . a_js) (b_it . b_js)
     bias:    K_ij += (sum_t b_it) . (sum_s b_js)
 
-Per layer the cheaper of two exact evaluations is used, following Li et al. 2021
-("Large Language Models Can Be Strong Differentially Private Learners", arXiv
-2110.05679), who pick ghost clipping vs. per-sample gradient instantiation the same way:
-the T^2 "ghost" form above when 2 T^2 < p d, otherwise materialise the layer's
-per-sample gradients (B x p x d; ``bmm(b^T, a)`` for Linear, a batch-grouped
-convolution weight gradient for Conv) and take their Gram. Flattening positions
+Per layer the cheaper of two exact evaluations is used: the T^2 "ghost" form above, or
+the layer's materialised per-sample gradients (B x p x d; ``bmm(b^T, a)`` for Linear, a
+batch-grouped convolution weight gradient for Conv) and their Gram.  Li et al. 2021
+(arXiv 2110.05679) choose between the two by memory (ghost when 2 T^2 < p d); we choose
+by arithmetic, with a memory cap (:func:`_use_ghost` says why). Flattening positions
 into the feature axis (as the reference code of arXiv 2510.10902 does) is not exact when
 T > 1 and is not used.
 
@@ -35,6 +34,8 @@ from typing import Callable, Literal
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from fedaudit.registry import Registry
 
 __all__ = [
     "KERNELS",
@@ -54,8 +55,8 @@ KernelFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, str], "torch.Tensor 
 
 CheckFn = Callable[[nn.Module], None]
 
-KERNELS: dict[type[nn.Module], KernelFn] = {}
-_CHECKS: dict[type[nn.Module], CheckFn] = {}
+#: module type -> kernel, with meta ``check`` (``check(module)`` or None)
+KERNELS: Registry[type[nn.Module], KernelFn] = Registry("GNQ kernel")
 
 # Cap on the elements of one (rows x B*T) block of the ghost form, to bound memory.
 _GHOST_BLOCK_ELEMS = 1 << 24
@@ -81,11 +82,8 @@ def register_kernel(
 
     def deco(fn: KernelFn) -> KernelFn:
         for t in module_types:
-            KERNELS[t] = fn
-            if check is not None:
-                _CHECKS[t] = check
-            else:
-                _CHECKS.pop(t, None)
+            # re-registering a type is allowed: it replaces the kernel (a user's override)
+            KERNELS.register(t, fn, replace=True, check=check)
         return fn
 
     return deco
@@ -136,7 +134,7 @@ def check_module(name: str, module: nn.Module, batch_statistics: bool = True) ->
             f"@fedaudit.gnq.register_kernel({kernel_type.__name__}), freeze its parameters, "
             f"or use method='naive'. Registered types: {known}."
         )
-    check = _CHECKS.get(kernel_type)
+    check = KERNELS.meta(kernel_type).get("check")
     if check is not None:
         try:
             check(module)
@@ -157,7 +155,7 @@ _MATERIALIZE_MAX_ELEMS = 1 << 26
 def _use_ghost(T: int, p: int, d: int, strategy: str, B: int = 1, g: int = 1) -> bool:
     """Pick the cheaper exact form for a layer with T positions, p x d weight (per group).
 
-    DESIGN.md quotes Li et al.'s memory rule (ghost iff 2 T^2 < p d); we depart from it and
+    The design note quoted Li et al.'s memory rule (ghost iff 2 T^2 < p d); we depart from it and
     compare arithmetic instead, because the memory rule sends layers such as ResNet-18's
     layer2 convolutions (T = 256, p d = 147k) to the ghost form at ~100x the FLOPs:
     ghost ~ g (B T)^2 (p + d), per-sample gradients + Gram ~ g B p d (T + B).  The

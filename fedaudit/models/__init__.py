@@ -8,14 +8,17 @@ from typing import Callable
 import torch
 from torch import nn
 
-MODELS: dict[str, Callable[..., nn.Module]] = {}
+from fedaudit.registry import Registry
+
+#: name -> ``fn(in_channels, image_size, num_classes, width) -> nn.Module``
+MODELS: Registry[str, Callable[..., nn.Module]] = Registry(
+    "model", name_pattern=r"[a-z0-9][a-z0-9_.-]*")
 
 
-def register_model(name: str):
-    def deco(fn: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        MODELS[name] = fn
-        return fn
-    return deco
+def register_model(name: str, *, replace: bool = False, **meta):
+    """Decorator: register a model builder ``fn(in_channels, image_size, num_classes,
+    width) -> nn.Module`` under ``name`` (no BatchNorm: see the module docstring)."""
+    return MODELS.register(name, replace=replace, **meta)
 
 
 @register_model("mlp")
@@ -63,13 +66,12 @@ def resnet18(in_channels: int, image_size: int, num_classes: int, width: int = 1
 def build_model(name: str, *, in_channels: int, image_size: int, num_classes: int,
                 width: int = 16, seed: int | None = None) -> nn.Module:
     """Build a registered model; with ``seed`` the initial weights are reproducible."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}")
+    fn = MODELS.get(name)
     if seed is None:
-        return MODELS[name](in_channels, image_size, num_classes, width)
+        return fn(in_channels, image_size, num_classes, width)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return MODELS[name](in_channels, image_size, num_classes, width)
+        return fn(in_channels, image_size, num_classes, width)
 
 
 def model_for(scenario: dict, data, seed: int | None = None) -> nn.Module:

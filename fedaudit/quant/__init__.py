@@ -1,6 +1,6 @@
 """Post-training quantization (PTQ) and the r_Qn membership-inference-security indicator.
 
-See DESIGN.md section 3.2 and Aubinais et al., arXiv 2502.06567. Typical use::
+See docs/algorithms.md section 2 and Aubinais et al., arXiv 2502.06567. Typical use::
 
     from fedaudit.quant import quantize_trajectory, rqn
 

@@ -1,6 +1,6 @@
 """Post-training quantizers (PTQ) and their registry.
 
-Design reference: DESIGN.md section 3.2, after Aubinais, Formont, Piantanida, Gassiat,
+Design reference: docs/algorithms.md section 2, after Aubinais, Formont, Piantanida, Gassiat,
 "An Indicator of Membership Inference Security in Post-Training Quantized Models"
 (arXiv 2502.06567, AISTATS 2026).
 
@@ -60,6 +60,7 @@ from dataclasses import dataclass
 import torch
 
 from fedaudit.quant.rqn import _state_dict_digest
+from fedaudit.registry import Entry, Registry
 
 __all__ = [
     "QUANTIZERS",
@@ -107,7 +108,8 @@ class QuantizerSpec:
         return self.fn(weight, weight if reference is None else reference)
 
 
-QUANTIZERS: dict[str, QuantizerSpec] = {}
+#: name -> :class:`QuantizerSpec`; ``ternary-sparseXX`` (XX in 1..99) resolves by pattern
+QUANTIZERS: Registry[str, QuantizerSpec] = Registry("quantizer")
 
 
 def register_quantizer(
@@ -134,7 +136,9 @@ def register_quantizer(
         if name in QUANTIZERS:
             raise ValueError(f"quantizer {name!r} is already registered")
         _check_signature(name, fn)
-        QUANTIZERS[name] = QuantizerSpec(name=name, fn=fn, bits=float(bits), sparsity=float(sparsity))
+        QUANTIZERS.register(name, QuantizerSpec(name=name, fn=fn, bits=float(bits),
+                                                sparsity=float(sparsity)),
+                            bits=float(bits), sparsity=float(sparsity))
         return fn
 
     return decorator
@@ -156,10 +160,6 @@ def _check_signature(name: str, fn: Callable) -> None:
         ) from None
 
 
-def _allowed_names() -> str:
-    return ", ".join(sorted(QUANTIZERS)) + ", or ternary-sparseXX with XX an integer in 1..99"
-
-
 def quantizer_info(name: str) -> QuantizerSpec:
     """The :class:`QuantizerSpec` registered under ``name``.
 
@@ -169,13 +169,7 @@ def quantizer_info(name: str) -> QuantizerSpec:
     Raises:
         ValueError: unknown name; the message lists the allowed names.
     """
-    if isinstance(name, str):
-        if name in QUANTIZERS:
-            return QUANTIZERS[name]
-        match = _SPARSE_RE.fullmatch(name)
-        if match is not None:
-            return _ternary_sparse_spec(int(match.group(1)))
-    raise ValueError(f"unknown quantizer {name!r}; allowed: {_allowed_names()}")
+    return QUANTIZERS.get(name)
 
 
 def is_quantized_tensor(key: str, tensor: torch.Tensor) -> bool:
@@ -514,6 +508,15 @@ def _ternary_sparse_spec(percent: int) -> QuantizerSpec:
         return QUANTIZERS[name]
     fn = functools.partial(_ternary_sparse, percent=percent)  # fn(weight, reference)
     return QuantizerSpec(name=name, fn=fn, bits=TERNARY_BITS, sparsity=percent / 100)
+
+
+def _sparse_entry(match) -> Entry:
+    spec = _ternary_sparse_spec(int(match.group(1)))
+    return Entry(spec.name, spec, {"bits": spec.bits, "sparsity": spec.sparsity})
+
+
+QUANTIZERS.add_family(_SPARSE_RE.pattern, _sparse_entry,
+                      "ternary-sparseXX (XX an integer in 1..99)")
 
 
 # ------------------------------------------------------------------------ quantizers

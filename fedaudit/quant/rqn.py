@@ -1,7 +1,7 @@
 """The r_Qn membership-inference-security indicator of post-training quantized models.
 
 Aubinais, Formont, Piantanida, Gassiat, "An Indicator of Membership Inference Security in
-Post-Training Quantized Models" (arXiv 2502.06567, AISTATS 2026); DESIGN.md section 3.2.
+Post-Training Quantized Models" (arXiv 2502.06567, AISTATS 2026); docs/algorithms.md section 2.
 
 Let th_1, th_2, ... be the distinct quantized configurations reachable by a quantizer,
 ordered by expected loss. The indicator is

@@ -25,7 +25,6 @@ from fedaudit.models import model_for
 from fedaudit.training import pick_device, train_local
 from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, clip_when_asked_mod
 
-client_app = ClientApp(mods=[clip_when_asked_mod])
 
 
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -43,7 +42,6 @@ def draw_faults(faults: dict, server_round: int, partition_id: int) -> tuple[boo
     return bool(u[0] < faults["crash_rate"]), bool(u[1] < faults["nan_rate"])
 
 
-@client_app.train()
 def train(msg: Message, context: Context) -> Message:
     config = msg.content["config"]
     scenario = from_toml(str(config["scenario"]), "scenario from server")
@@ -86,3 +84,13 @@ def train(msg: Message, context: Context) -> Message:
                                          "gnq-scores": result.gnq_scores.tolist(),
                                          "gnq-epochs": result.gnq_epochs.tolist()})
     return Message(content=content, reply_to=msg)
+
+
+def make_client_app(extra_mods: list | tuple = ()) -> ClientApp:
+    """The ClientApp: :func:`train` behind ``extra_mods`` (first) and the defenses' mod."""
+    app = ClientApp(mods=[*extra_mods, clip_when_asked_mod])
+    app.train()(train)
+    return app
+
+
+client_app = make_client_app()

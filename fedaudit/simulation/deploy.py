@@ -64,6 +64,7 @@ def _flwr() -> str:
 
 
 def run_status(run_id: str, app: Path, env: dict[str, str]) -> tuple[str, str]:
+    """Flower's final status of a run and its details (``flwr ls --run-id``)."""
     proc = subprocess.run([_flwr(), "ls", "--run-id", run_id, "--format", "json"],
                           capture_output=True, text=True, cwd=app, env=env, timeout=120)
     try:
@@ -79,7 +80,11 @@ def deploy(scenario: str, overrides: list[str], num_supernodes: int, out: Path,
     stderr) and return the run's final status."""
     app = Path(app).resolve() if app is not None else project_root()
     echo = echo or (lambda line: print(line, end="", file=sys.stderr, flush=True))
-    env = {**os.environ, **FLOWER_ENV}
+    # flwr starts `flower-superlink` by name: find it next to this interpreter even when
+    # the virtual environment is not activated
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, **FLOWER_ENV,
+           "PATH": os.pathsep.join([bindir, os.environ.get("PATH", "")])}
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("wb", suffix=".toml", delete=False) as fh:
         tomli_w.dump(run_config(scenario, overrides, out), fh)

@@ -71,8 +71,10 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
-    from fedaudit.simulation.client import client_app
+    from fedaudit.simulation.plugins import client_app_with_plugins, user_plugins
     from fedaudit.simulation.server import execute
+
+    client_app = client_app_with_plugins(user_plugins())
 
     if resume_dir is None:
         run_dir = create_run_dir(out, scenario["scenario"]["name"])

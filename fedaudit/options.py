@@ -1,0 +1,98 @@
+"""Typed option declarations: a key's type(s), default, help and constraints.
+
+The scenario schema (:mod:`fedaudit.config`) is made of :class:`Field` declarations, and so
+are the options a plug-in declares at registration (``register_attack(..., options={...})``):
+one validation path (:func:`check_value`) for both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fedaudit.errors import ScenarioError
+
+#: ``Field.unset`` default: every value is passed on
+PASS_ALWAYS = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One scenario key: its type(s), default, and constraints."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    choices: Callable[[], tuple[Any, ...]] | tuple[Any, ...] | None = None  # callable: lazy
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    item_types: tuple[type, ...] | None = None  # for lists
+    item_choices: Callable[[], tuple[str, ...]] | tuple[str, ...] | None = None
+    check: Callable[[Any], str | None] | None = None  # returns a message when invalid
+    optional: bool = False  # may be absent / empty string meaning "unset"
+    # a plug-in option whose value equals ``unset`` is not passed to the plug-in, which
+    # then uses its own default (e.g. Res-MIA's steps = 0: floor(log2 H) steps)
+    unset: Any = PASS_ALWAYS
+
+
+def option(types, default, help, **kw) -> Field:
+    """A :class:`Field` (``types`` a type or a tuple of types)."""
+    if not isinstance(types, tuple):
+        types = (types,)
+    return Field(types=types, default=default, help=help, **kw)
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {int: "integer", float: "number", str: "string", bool: "boolean",
+             list: "array", dict: "table"}
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def _is_type(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    if float in types and isinstance(value, int):
+        return True
+    return isinstance(value, types)
+
+
+def check_value(where: str, f: Field, value: Any) -> Any:
+    """Validate one value; return it normalised (ints widened to float where a float is due)."""
+    if not _is_type(value, f.types):
+        raise ScenarioError(f"{where} = {value!r}: wrong type, expected {_type_name(f.types)}")
+    if f.types == (float,) and isinstance(value, int):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(f"{where} = {value!r}: must be a finite number")
+    choices = f.choices() if callable(f.choices) else f.choices
+    if choices is not None and value not in choices:
+        raise ScenarioError(f"{where} = {value!r}: unknown choice; allowed: "
+                            + ", ".join(map(str, choices)))
+    if f.min is not None and (value < f.min or (f.min_exclusive and value == f.min)):
+        op = ">" if f.min_exclusive else ">="
+        bound = f" and <= {f.max:g}" if f.max is not None else ""
+        raise ScenarioError(f"{where} = {value!r}: out of range, must be {op} {f.min:g}{bound}")
+    if f.max is not None and value > f.max:
+        raise ScenarioError(f"{where} = {value!r}: out of range, must be <= {f.max:g}")
+    if isinstance(value, list):
+        for item in value:
+            if f.item_types and not _is_type(item, f.item_types):
+                raise ScenarioError(f"{where} = {value!r}: items must be "
+                                    f"{_type_name(f.item_types)}")
+        if f.item_choices is not None:
+            allowed = f.item_choices() if callable(f.item_choices) else f.item_choices
+            bad = [v for v in value if v not in allowed]
+            if bad:
+                raise ScenarioError(f"{where} = {value!r}: unknown choice {bad[0]!r}; "
+                                    "allowed: " + ", ".join(allowed))
+            if len(set(value)) != len(value):
+                raise ScenarioError(f"{where} = {value!r}: lists an entry twice")
+    if f.check is not None:
+        msg = f.check(value)
+        if msg:
+            raise ScenarioError(f"{where} = {value!r}: {msg}")
+    return value
+
+

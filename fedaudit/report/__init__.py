@@ -1,0 +1,88 @@
+"""``fedaudit report RUN_DIR``: one self-contained, printable ``report.html`` per run.
+
+The report reads only the run directory (``results.json``, ``rounds.jsonl``,
+``gnq_samples.npz``, ``scores.npz``, ``scenario.toml``; :mod:`fedaudit.rundata`,
+README "What a run leaves") and embeds every figure as a base64 PNG (label histograms as tiny
+inline SVG), so the file opens offline, needs no JavaScript and prints with its own
+stylesheet (:mod:`fedaudit.report.style`).
+
+The package:
+
+* :mod:`~fedaudit.report.registry` -- the figure registry (:data:`FIGURES`,
+  :class:`~fedaudit.report.registry.FigureSpec`, the ``@figure`` decorator) and rendering
+  one figure;
+* ``fig_training``, ``fig_attacks`` (per-client AUC, ROC), ``fig_resmia``, ``fig_gnq``,
+  ``fig_quantization`` -- the figures, one module per report section;
+* :mod:`~fedaudit.report.sections` -- the header and tables, and :data:`SECTIONS`;
+* :mod:`~fedaudit.report.format` -- number formatting and small HTML pieces.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from functools import cache
+from pathlib import Path
+
+# the figure modules register their figures on import, in report order
+from fedaudit.report import fig_training, fig_attacks, fig_resmia  # noqa: F401
+from fedaudit.report import fig_gnq, fig_quantization  # noqa: F401
+from fedaudit.report.registry import FIGURES, render_figure
+from fedaudit.report.sections import SECTIONS, section_header
+from fedaudit.rundata import REPORT_NAME, RESULTS_NAME, RunData, load_run
+
+__all__ = ["FIGURES", "SECTIONS", "load_run", "render_html", "write_report"]
+
+
+@cache
+def stylesheet() -> str:
+    """The report's CSS (:mod:`fedaudit.report.style`)."""
+    from fedaudit.report.style import CSS
+
+    return CSS
+
+
+def render_html(run: RunData) -> str:
+    """The whole report as one HTML string."""
+    parts = [section_header(run), "<nav>" + "".join(
+        f'<a href="#{sid}">{html.escape(title)}</a>' for sid, title, *_ in SECTIONS) + "</nav>"]
+    for sid, title, intro, before, after in SECTIONS:
+        head = f"<h2>{html.escape(title)}</h2>"
+        if intro:
+            head += f'<p class="intro">{html.escape(intro)}</p>'
+        blocks = [before(run) if before is not None else ""]
+        blocks += [render_figure(spec, run) for spec in FIGURES if spec.section == sid]
+        blocks.append(after(run) if after is not None else "")
+        blocks = [b for b in blocks if b]
+        # the heading stays on the page of the section's first block when printed
+        first = blocks.pop(0) if blocks else ""
+        parts.append(f'<section id="{sid}"><div class="keep">{head}{first}</div>'
+                     + "".join(blocks) + "</section>")
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    parts.append(f"<footer>Written by fedaudit {html.escape(str(_version()))} on {stamp} "
+                 f"from {html.escape(run.path.name)}/{RESULTS_NAME}; self-contained (figures "
+                 "embedded), no scripts.</footer>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>fedaudit report: {html.escape(run.name)}</title>"
+            f"<style>\n{stylesheet()}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+def _version() -> str:
+    from fedaudit.version import __version__
+
+    return __version__
+
+
+def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    """Render ``RUN_DIR/report.html`` (or ``output``) atomically; return its path.
+
+    Raises :class:`ScenarioError` (one line naming the path) for a directory that is not a
+    finished run.
+    """
+    from fedaudit.rundir import atomic_write_text
+
+    run = load_run(run_dir)
+    out = Path(output) if output is not None else run.path / REPORT_NAME
+    atomic_write_text(out, render_html(run))
+    return out

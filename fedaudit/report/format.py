@@ -1,0 +1,80 @@
+"""Numbers and small HTML pieces of the report: table cells, tick labels, label histograms."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fedaudit.rundata import num
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    """A number for a table cell: fixed digits, 'inf' as the infinity sign, None as a dash."""
+    v = num(x)
+    if v is None:
+        return "–"
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return f"{v:.{digits}f}"
+
+
+def fmt_g(x: Any) -> str:
+    v = num(x)
+    if v is None:
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if 1e4 <= abs(v) < 1e9:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def short(v: float) -> str:
+    """A compact number for tick and cell labels: 1130 rather than 1.13e+03."""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.2g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def sparkline(counts: list[Any], width: int = 64, height: int = 16) -> str:
+    """A tiny inline-SVG bar chart of a label histogram (counts in its title)."""
+    c = [int(num(v) or 0) for v in counts]
+    if not c:
+        return "–"
+    top = max(c) or 1
+    bw = width / len(c)
+    bars = "".join(
+        f'<rect x="{i * bw:.2f}" y="{height - max(1.0, v / top * height):.2f}" '
+        f'width="{max(bw - 0.6, 0.6):.2f}" height="{max(1.0, v / top * height):.2f}"/>'
+        for i, v in enumerate(c))
+    text = " ".join(f"{i}:{v}" for i, v in enumerate(c))
+    return (f'<svg class="spark" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="label histogram {text}">'
+            f'<title>label histogram (class:count) {text}</title>{bars}</svg>')
+
+
+def table(header: list[str], rows: list[list[str]], cls: str = "",
+          text_cols: tuple[int, ...] = ()) -> str:
+    """A plain HTML table; ``text_cols`` (indices, negative allowed) are left-aligned."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    n = len(header)
+    left = {i % n for i in text_cols} if n else set()
+    body = "".join("<tr>" + "".join(
+        f'<td class="t">{c}</td>' if i in left else f"<td>{c}</td>"
+        for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def auc_style(v: float | None) -> str:
+    """A light red background that deepens as the AUC leaves 0.5 upwards."""
+    if v is None or not math.isfinite(v) or v <= 0.5:
+        return ""
+    a = min(1.0, (v - 0.5) / 0.25)
+    return f' style="background:rgba(214,39,40,{0.08 + 0.5 * a:.2f})"'

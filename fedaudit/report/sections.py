@@ -1,0 +1,232 @@
+"""The HTML sections of the report (header, tables) and their order (:data:`SECTIONS`).
+
+Every number here is read from results.json as it is; the figures of a section
+(:data:`fedaudit.report.registry.FIGURES`) go between a section's ``before`` and ``after``
+HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Callable
+
+from fedaudit.report.format import auc_style, fmt, fmt_g, sparkline, table
+from fedaudit.report.registry import not_run
+from fedaudit.rundata import RunData, method_label, num, ordered_methods
+
+
+def section_header(run: RunData) -> str:
+    """Title, run facts and the key numbers."""
+    r = run.results
+    scen = run.scenario.get("scenario", {})
+    data = r.get("data") or {}
+    fed = run.scenario.get("federation", {})
+    facts = [("run directory", html.escape(str(run.path.resolve()))),
+             ("fedaudit", html.escape(str(r.get("fedaudit_version", "?")))),
+             ("seed", html.escape(str(r.get("seed", scen.get("seed", "?")))))]
+    if data:
+        facts.append(("data", html.escape(
+            f"{data.get('dataset', '?')}: {data.get('train', '?')} train / "
+            f"{data.get('holdout', '?')} holdout / {data.get('test', '?')} test, "
+            f"{data.get('num_classes', '?')} classes")))
+    if fed:
+        facts.append(("federation", html.escape(
+            f"{fed.get('num_clients', '?')} clients, {fed.get('rounds', '?')} rounds, "
+            f"{fed.get('strategy', '?')}, partition "
+            f"{run.scenario.get('data', {}).get('partitioner', '?')}")))
+    defense = (run.scenario.get("defense") or {}).get("kind")
+    if defense:
+        facts.append(("defense", html.escape(str(defense))))
+    facts_html = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+
+    cards = []
+    model = r.get("model") or {}
+    cards.append(("test accuracy", fmt(model.get("test_accuracy")),
+                  f"loss {fmt(model.get('test_loss'))}"))
+    for m in ordered_methods(r.get("attacks") or {}):
+        a = r["attacks"][m] or {}
+        cards.append((f"{method_label(m)} AUC", fmt(a.get("auc")),
+                      f"TPR@1%FPR {fmt(a.get('tpr_at_1pct_fpr'))}"))
+    if not r.get("attacks"):
+        cards.append(("attacks", "–", "not run in this scenario"))
+    t = r.get("timing") or {}
+    if t:
+        parts = [f"{k.replace('_seconds', '')} {num(v):.0f} s" for k, v in t.items()
+                 if k != "total_seconds" and num(v) is not None]
+        cards.append(("total time", f"{num(t.get('total_seconds')) or 0:.0f} s",
+                      ", ".join(parts)))
+    failures = sum(int(num(x.get("failures")) or 0) for x in run.rounds)
+    if failures:
+        cards.append(("failed replies", str(failures), "see the training curves"))
+    cards_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div>'
+                         f'<div class="v">{html.escape(v)}</div>'
+                         f'<div class="s">{html.escape(s)}</div></div>' for k, v, s in cards)
+    desc = html.escape(str(scen.get("description", "")))
+    warns = [w for w in run.results.get("warnings") or [] if isinstance(w, dict)]
+    warn_html = "".join(f'<p class="warning" role="alert"><strong>Warning:</strong> '
+                        f'{html.escape(str(w.get("message", "")))}</p>' for w in warns)
+    return (f'<header><h1>fedaudit report: {html.escape(run.name)}</h1>{warn_html}'
+            f'<p class="desc">{desc}</p><dl class="facts">{facts_html}</dl>'
+            f'<div class="cards">{cards_html}</div></header>')
+
+
+def section_attack_table(run: RunData) -> str:
+    """Pooled metrics per attack on the global model."""
+    att = run.results.get("attacks") or {}
+    if not att:
+        return ""
+    rows = []
+    for m in ordered_methods(att):
+        a = att[m] or {}
+        rows.append([method_label(m), fmt(a.get("auc")), fmt(a.get("tpr_at_1pct_fpr")),
+                     fmt(a.get("tpr_at_0p1pct_fpr")), fmt(a.get("fpr_at_80pct_tpr")),
+                     fmt_g(a.get("min_fpr_resolution")), fmt_g(a.get("queries_per_sample")),
+                     fmt_g((num(a.get("seconds_per_sample")) or math.nan) * 1e3)])
+    return ("<h3>Pooled over clients (global model)</h3>"
+            + table(["attack", "AUC", "TPR@1%FPR", "TPR@0.1%FPR", "FPR@80%TPR",
+                      "lowest FPR", "queries/sample", "ms/sample"], rows, "num"))
+
+
+def section_gnq_tables(run: RunData) -> str:
+    """Canary ranks and the GNQ-vs-attack links."""
+    out = []
+    can = run.results.get("canaries")
+    if isinstance(can, dict) and can.get("samples"):
+        rows = [[str(c.get("sample_id")), str(c.get("client")), fmt_g(c.get("gnq_mean")),
+                 fmt(c.get("percentile"), 1)] for c in can["samples"]]
+        out.append("<h3>Canaries</h3><p>Percentile of each canary's mean GNQ among its "
+                   "client's samples (100 = the most unique sample); mean percentile "
+                   f"{fmt(can.get('mean_percentile'), 1)}.</p>"
+                   + table(["sample id", "client", "mean GNQ", "percentile"], rows, "num"))
+    link = run.results.get("gnq_vs_attack")
+    if isinstance(link, dict) and link:
+        items = []
+        c = link.get("client_update_gnq_vs_resmia_auc")
+        if isinstance(c, dict):
+            items.append(f"<li>Per client, update GNQ (total over rounds) vs Res-MIA AUC: "
+                         f"Spearman {fmt(c.get('spearman'), 2)} (p = {fmt_g(c.get('pvalue'))}, "
+                         f"{c.get('n_clients', '?')} clients).</li>")
+        s = link.get("sample_top5pct_gnq_resmia_tpr")
+        if isinstance(s, dict):
+            items.append(f"<li>Per sample, at a Res-MIA threshold with FPR "
+                         f"{fmt(s.get('fpr'))}: TPR {fmt(s.get('tpr_top5pct_gnq'))} on the "
+                         f"{s.get('n_top', '?')} members with the top-5% GNQ vs "
+                         f"{fmt(s.get('tpr_all_members'))} on all {s.get('n_members', '?')} "
+                         f"members.</li>")
+        if items:
+            out.append("<h3>Does GNQ point where the attack hits?</h3><ul>"
+                       + "".join(items) + "</ul>")
+    return "".join(out)
+
+
+def section_quant_table(run: RunData) -> str:
+    """One row per quantizer, and the r_Qn-vs-attack rank correlations."""
+    entries = [e for e in run.results.get("quantization") or [] if isinstance(e, dict)]
+    if not entries:
+        return ""
+    methods = ordered_methods(m for e in entries for m in (e.get("attacks") or {}))
+    rows = []
+    for e in entries:
+        note = e.get("rqn_note")
+        rows.append([html.escape(str(e.get("quantizer"))), fmt_g(e.get("bits")),
+                     fmt_g(e.get("sparsity")), fmt_g(e.get("rqn")),
+                     f"{e.get('n_distinct', '–')}/{e.get('n_candidates', '–')}",
+                     fmt(e.get("test_accuracy"))]
+                    + [fmt((e.get("attacks") or {}).get(m, {}).get("auc")) for m in methods]
+                    + [html.escape(str(note)) if note else ""])
+    out = ("<h3>Per quantizer</h3>"
+           + table(["quantizer", "bits", "sparsity", "r_Qn", "distinct/candidates",
+                     "test acc"] + [f"{method_label(m)} AUC" for m in methods] + ["note"],
+                    rows, "num", text_cols=(-1,)))
+    corr = run.results.get("rqn_vs_attack")
+    if isinstance(corr, dict) and corr:
+        crow = [[method_label(m), fmt(v.get("spearman"), 2), fmt_g(v.get("pvalue")),
+                 str(v.get("n", "–")), html.escape(str(v.get("note") or ""))]
+                for m, v in ((m, corr[m] or {}) for m in ordered_methods(corr))]
+        out += ("<h3>Does r_Qn rank the quantizers like the attacks do?</h3><p>Spearman "
+                "correlation between r_Qn and attack AUC across quantizers; the paper's "
+                "claim (higher r_Qn, lower AUC) predicts a negative value.</p>"
+                + table(["attack", "Spearman", "p-value", "quantizers", "note"], crow, "num",
+                         text_cols=(-1,)))
+    return out
+
+
+def section_clients(run: RunData) -> str:
+    """The per-client table."""
+    clients = [c for c in run.results.get("clients") or [] if isinstance(c, dict)]
+    if not clients:
+        return '<p class="absent">No per-client results recorded in this run.</p>'
+    methods = ordered_methods(m for c in clients for m in (c.get("attacks") or {}))
+    canaries: dict[int, int] = {}
+    can = run.results.get("canaries")
+    if isinstance(can, dict):
+        for s in can.get("samples") or []:
+            canaries[s.get("client")] = canaries.get(s.get("client"), 0) + 1
+    head1 = ('<tr><th rowspan="2">client</th><th rowspan="2">examples</th>'
+             '<th rowspan="2">labels</th><th colspan="2">GNQ</th>'
+             + (f'<th rowspan="2">canaries</th>' if canaries else "")
+             + "".join(f'<th colspan="2">{method_label(m)}</th>' for m in methods) + "</tr>")
+    head2 = ("<tr><th>update total</th><th>sample mean</th>"
+             + "".join("<th>AUC</th><th>TPR@1%</th>" for _ in methods) + "</tr>")
+    body = []
+    for c in clients:
+        g = c.get("gnq") or {}
+        a = c.get("attacks") or {}
+        cells = [html.escape(str(c.get("client", "?"))), fmt_g(c.get("num_examples")),
+                 sparkline(c.get("label_histogram") or []), fmt_g(g.get("update_total")),
+                 fmt_g(g.get("sample_mean"))]
+        if canaries:
+            cells.append(str(canaries.get(c.get("client"), 0)))
+        tds = "".join(f"<td>{x}</td>" for x in cells)
+        for m in methods:
+            auc = num((a.get(m) or {}).get("auc"))
+            tds += (f"<td{auc_style(auc)}>{fmt(auc)}</td>"
+                    f"<td>{fmt((a.get(m) or {}).get('tpr_at_1pct_fpr'))}</td>")
+        body.append(f"<tr>{tds}</tr>")
+    res = [num((a or {}).get("min_fpr_resolution")) for c in clients
+           for a in (c.get("attacks") or {}).values()]
+    res = [v for v in res if v is not None]
+    note = ""
+    if res:
+        span = f"{min(res):.2g}" + (f" to {max(res):.2g}" if max(res) > min(res) else "")
+        note = (f" The lowest FPR a client's evaluation can resolve is 1/n non-members "
+                f"({span} here); TPR@1% is only meaningful where that is at most 0.01.")
+    if not methods:
+        note += (" Attack columns: " + str(not_run(run, ("attack", "enabled"),
+                                                   what="per-client attack results")))
+    return ('<p class="guide">One row per client: its size, label histogram (bars per '
+            'class; hover for counts), how unique its updates and samples were (GNQ), and '
+            'every attack\'s AUC (shaded as it rises above 0.5) and TPR at 1% FPR on its '
+            f'members vs class-matched non-members.{html.escape(note)}</p>'
+            f'<div class="scroll"><table class="num clients"><thead>{head1}{head2}</thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def section_scenario(run: RunData) -> str:
+    if not run.scenario_toml:
+        return '<p class="absent">The resolved scenario was not recorded in this run.</p>'
+    # one block per TOML table, so a column or page break never splits a table
+    blocks = re.split(r"\n\s*\n(?=\[)", run.scenario_toml.strip())
+    pres = "".join(f"<pre>{html.escape(b)}</pre>" for b in blocks)
+    return ('<p class="guide">Every key with its resolved value (defaults filled in); '
+            'rerun with <code>fedaudit run scenario.toml</code> from the run directory.</p>'
+            f'<div class="toml">{pres}</div>')
+
+
+#: (id, heading, intro, extra HTML before the figures, extra HTML after)
+SECTIONS: list[tuple[str, str, str, Callable[[RunData], str] | None,
+                     Callable[[RunData], str] | None]] = [
+    ("training", "Training", "The global model after each federated round.", None, None),
+    ("attacks", "Membership inference", "Black-box attacks on the global model: members "
+     "are each client's training samples, non-members are holdout samples with the same "
+     "label histogram.", section_attack_table, None),
+    ("gnq", "Gradient uniqueness (GNQ)", "How much each client's update, and each sample's "
+     "gradient, stands out from the rest of its round or batch.", None, section_gnq_tables),
+    ("quantization", "Post-training quantization and r_Qn", "Each quantizer applied to the "
+     "released global model; r_Qn is the attack-free membership-inference-security "
+     "indicator computed from the quantized training trajectory.", None, section_quant_table),
+    ("clients", "Per-client table", "", section_clients, None),
+    ("scenario", "Resolved scenario", "", section_scenario, None),
+]

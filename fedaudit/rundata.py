@@ -1,0 +1,206 @@
+"""A finished run directory: its layout, and loading it (shared by report, compare, sweep).
+
+``fedaudit run`` leaves one directory per run (README "What a run leaves"; docs/architecture.md
+section 2)::
+
+    <name>-<YYYYmmdd-HHMMSS>/
+        scenario.toml        the resolved scenario (every default filled in)
+        rounds.jsonl         one JSON object per finished round
+        checkpoints/         round-NNNN.pt (global model), rng-NNNN.json (sampler state)
+        gnq/round-NNNN.npz   client-side per-sample GNQ as it arrived (audit.gnq.client)
+        gnq_samples.npz      all rounds' client-side GNQ: sample_id, client, round, epoch,
+                             score, canary (audit.gnq.client)
+        scores.npz           every attack score: target, method, sample_id, client, member,
+                             score (attack.enabled)
+        results.json         the summary; its presence marks a finished run
+        report.html          the report (unless --no-report)
+        run.log              Flower's and fedaudit's log
+
+``scores.npz`` holds one row per (target, method, client, scored sample): every client's
+members against that client's class-matched holdout non-members.  The clients draw their
+non-members from one holdout, so a holdout sample may appear in several clients' rows.  The
+pooled metrics in results.json (``attacks``, ``quantization[].attacks``) count every
+distinct scored sample once -- all members against the union of the clients' non-members
+(:func:`fedaudit.posttrain.attack_target`); :func:`pooled_scores` gives exactly those
+samples.
+
+:func:`load_run` reads ``results.json`` (falling back to ``rounds.jsonl`` and
+``scenario.toml`` for what it lacks) into a :class:`RunData`; the npz files are read lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedaudit.config import ScenarioError
+
+# ---- the layout --------------------------------------------------------------------------
+
+RESULTS_NAME = "results.json"
+SCORES_NAME = "scores.npz"
+ROUNDS_NAME = "rounds.jsonl"
+GNQ_SAMPLES_NAME = "gnq_samples.npz"
+SCENARIO_NAME = "scenario.toml"
+LOG_NAME = "run.log"
+REPORT_NAME = "report.html"
+CHECKPOINTS_DIR = "checkpoints"
+#: any of these marks a (possibly unfinished) run directory
+RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
+
+# ---- attack methods ----------------------------------------------------------------------
+
+#: canonical order of attack methods (others follow alphabetically)
+METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia")
+#: display names of attack methods; read them through :func:`method_label`
+def method_label(name: str) -> str:
+    """The display name of an attack method: the ``label`` it was registered with
+    (:func:`attacks.register_attack`), else the name itself (a run made with an attack
+    this process does not know)."""
+    from attacks.registry import attack_label
+
+    return attack_label(name)
+
+
+def ordered_methods(names: Any) -> list[str]:
+    """Attack method names in the canonical order, unknown ones after, alphabetically."""
+    names = list(dict.fromkeys(names))
+    known = [m for m in METHOD_ORDER if m in names]
+    return known + sorted(m for m in names if m not in METHOD_ORDER)
+
+
+def num(x: Any) -> float | None:
+    """A results.json number as float (``"inf"``/``"nan"`` strings included); None if absent."""
+    if x is None or isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return None
+    return None
+
+
+# ---- loading -----------------------------------------------------------------------------
+
+@dataclass
+class RunData:
+    """A finished run directory, loaded once; the npz files are read lazily."""
+
+    path: Path
+    results: dict[str, Any]
+    rounds: list[dict[str, Any]]
+    scenario: dict[str, dict[str, Any]]
+    scenario_toml: str | None
+    _npz: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict, repr=False)
+
+    def npz(self, name: str) -> dict[str, np.ndarray] | None:
+        """Arrays of ``name`` (e.g. ``scores.npz``), or None when the file does not exist."""
+        if name not in self._npz:
+            p = self.path / name
+            if not p.exists():
+                self._npz[name] = None
+            else:
+                with np.load(p, allow_pickle=False) as z:
+                    self._npz[name] = {k: z[k] for k in z.files}
+        return self._npz[name]
+
+    @property
+    def name(self) -> str:
+        return str(self.scenario.get("scenario", {}).get("name") or self.path.name)
+
+    def flag(self, section: str, key: str) -> Any:
+        """A resolved scenario value, or None when the scenario does not record it."""
+        sec = self.scenario.get(section)
+        return sec.get(key) if isinstance(sec, dict) else None
+
+
+def pooled_scores(scores: dict[str, np.ndarray], target: str,
+                  method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sample_id, member, score)`` of one (target, method) of ``scores.npz``, each
+    distinct sample once: the samples the pooled metrics of results.json were computed on.
+
+    A sample's score does not depend on the client whose set drew it (the attack scores
+    each distinct sample once), so the first row of each sample id stands for it.
+    """
+    sel = np.flatnonzero((scores["target"] == target) & (scores["method"] == method))
+    ids = scores["sample_id"][sel]
+    _, first = np.unique(ids, return_index=True)
+    rows = sel[np.sort(first)]
+    return (scores["sample_id"][rows], scores["member"][rows].astype(np.int8),
+            scores["score"][rows].astype(np.float64))
+
+
+def _scenario_from(results: dict[str, Any], run_dir: Path) -> tuple[dict, str | None]:
+    """The resolved scenario (results.json first, scenario.toml second) and its TOML text."""
+    from fedaudit.config import to_toml
+
+    text = None
+    p = run_dir / SCENARIO_NAME
+    if p.is_file():
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+    scen = results.get("scenario")
+    if isinstance(scen, dict) and scen:
+        try:
+            return scen, to_toml(scen)
+        except Exception:  # noqa: BLE001 - an odd value still leaves scenario.toml
+            return scen, text
+    if text is not None:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return {}, text
+        flat: dict[str, dict] = {}
+
+        def walk(prefix: str, table: dict) -> None:
+            values = {k: v for k, v in table.items() if not isinstance(v, dict)}
+            if prefix:
+                flat[prefix] = values
+            for k, v in table.items():
+                if isinstance(v, dict):
+                    walk(f"{prefix}.{k}" if prefix else k, v)
+        walk("", raw)
+        return flat, text
+    return {}, None
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Load a finished run directory or raise :class:`ScenarioError` (one line, names the path)."""
+    from fedaudit.rundir import read_jsonl
+
+    path = Path(run_dir)
+    if not path.exists():
+        raise ScenarioError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise ScenarioError(f"{path}: not a directory (expected a fedaudit run directory)")
+    rp = path / RESULTS_NAME
+    if not rp.is_file():
+        raise ScenarioError(f"{path}: no {RESULTS_NAME} (not a finished fedaudit run)")
+    try:
+        results = json.loads(rp.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{rp}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{rp}: cannot read: {exc}".replace("\n", " ")) from None
+    if not isinstance(results, dict):
+        raise ScenarioError(f"{rp}: not a fedaudit results file (expected a JSON object)")
+    rounds = results.get("rounds")
+    if not isinstance(rounds, list) or not rounds:
+        try:
+            rounds = read_jsonl(path / ROUNDS_NAME)
+        except (OSError, UnicodeDecodeError):
+            rounds = []
+    rounds = [r for r in rounds if isinstance(r, dict)]
+    scenario, text = _scenario_from(results, path)
+    return RunData(path=path, results=results, rounds=rounds, scenario=scenario,
+                   scenario_toml=text)

@@ -1,0 +1,95 @@
+"""Plug-ins registered in the driver process, carried to the simulated clients.
+
+The clients run in Ray worker processes, which import fedaudit afresh: a dataset, model or
+GNQ kernel that a script or notebook registered (``@register_dataset("mine")``) exists only
+in the driver.  :func:`client_app_with_plugins` returns a ClientApp whose first mod
+registers those entries in the worker before the client trains.  The ClientApp travels to
+the workers pickled (Ray's cloudpickle); the plug-ins' own modules are pickled by value,
+so they need not be importable there (a notebook's ``__main__`` is pickled by value anyway).
+Attacks and quantizers run in the driver (post-training audit); they are carried too,
+because each client validates the scenario it receives, names included.
+Under ``flwr run`` / ``fedaudit deploy`` the ClientApp is loaded by name in other
+processes: there plug-ins must be importable modules that register on import.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from flwr.app import Context, Message
+
+#: packages whose registrations every worker makes itself by importing them
+BUILTIN_PACKAGES = ("fedaudit", "attacks", "strategies")
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    registry: str  # "datasets", "models", "kernels"
+    key: Any
+    obj: Any
+    meta: dict
+
+
+def _client_registries() -> dict[str, Any]:
+    """Every registry: the clients use datasets, models and kernels, and validate the
+    scenario (attack and quantizer names) they receive."""
+    from attacks import ATTACKS
+    from fedaudit.data import DATASETS
+    from fedaudit.gnq.kernels import KERNELS
+    from fedaudit.models import MODELS
+    from fedaudit.quant import QUANTIZERS
+
+    return {"datasets": DATASETS, "models": MODELS, "kernels": KERNELS,
+            "quantizers": QUANTIZERS, "attacks": ATTACKS}
+
+
+def _code(obj: Any) -> Any:
+    return getattr(obj, "fn", obj)  # a QuantizerSpec carries the user's function
+
+
+def _is_user_code(obj: Any) -> bool:
+    module = getattr(_code(obj), "__module__", None) or ""
+    return module.split(".")[0] not in BUILTIN_PACKAGES
+
+
+def user_plugins() -> list[PluginEntry]:
+    """The registrations made by code outside fedaudit's own packages."""
+    out = []
+    for name, reg in _client_registries().items():
+        for key in reg:
+            entry = reg.entry(key)
+            if _is_user_code(entry.obj) or (isinstance(key, type) and _is_user_code(key)):
+                out.append(PluginEntry(name, key, entry.obj, dict(entry.meta)))
+    return out
+
+
+class RegisterPlugins:
+    """A Flower mod: (re-)register the carried entries in this process, then train."""
+
+    def __init__(self, entries: list[PluginEntry]) -> None:
+        self.entries = entries
+
+    def __call__(self, msg: Message, context: Context, call_next) -> Message:
+        regs = _client_registries()
+        for e in self.entries:
+            regs[e.registry].register(e.key, e.obj, replace=True, **e.meta)
+        return call_next(msg, context)
+
+
+def client_app_with_plugins(entries: list[PluginEntry]):
+    """fedaudit's ClientApp, with :class:`RegisterPlugins` first when there is anything
+    to carry."""
+    from fedaudit.simulation.client import client_app, make_client_app
+
+    if not entries:
+        return client_app
+    from ray import cloudpickle
+
+    for e in entries:
+        for obj in (_code(e.obj), e.key):
+            module = sys.modules.get(getattr(obj, "__module__", "") or "")
+            if module is not None and module.__name__ != "__main__" and _is_user_code(obj):
+                cloudpickle.register_pickle_by_value(module)
+    return make_client_app([RegisterPlugins(entries)])

@@ -1,0 +1,173 @@
+"""The round recorder: what the auditing strategy hands over after every round becomes a
+durable checkpoint, client-side GNQ file and ``rounds.jsonl`` line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord
+
+from fedaudit.data import FederatedData
+from fedaudit.health import chance_level_warning
+from fedaudit.models import model_for
+from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
+                             atomic_write_text, checkpoint_path)
+from fedaudit.training import evaluate
+from strategies.auditing import RoundAudit
+
+log = logging.getLogger("fedaudit")
+
+
+class Progress(Protocol):
+    def round_done(self, round_: int, record: dict) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def step(self, name: str, done: int, total: int, info: str = "") -> None: ...
+
+
+class _NoProgress:
+    def round_done(self, round_: int, record: dict) -> None:
+        pass
+
+    def phase(self, text: str) -> None:
+        log.info(text)
+
+    def step(self, name: str, done: int, total: int, info: str = "") -> None:
+        pass
+
+
+class RunRecorder:
+    """Receives every round from the strategy: evaluates, checkpoints, logs, records.
+
+    Each finished round is durable before the next starts: the checkpoint, the client-side
+    GNQ of the round (``gnq/round-NNNN.npz``) and the server's RNG state are written
+    atomically, then the round's line is appended to the jsonl file -- a round counts as
+    finished exactly when its line is there.  :meth:`resume_point` reads that back.
+    """
+
+    def __init__(self, scenario: dict, data: FederatedData, run_dir: Path,
+                 device: torch.device, progress: Progress | None, *, train_seed: int,
+                 subdir: str = "") -> None:
+        self.scenario, self.data, self.run_dir = scenario, data, run_dir
+        self.device, self.progress, self.train_seed = device, progress, train_seed
+        self.ckpt_dir = run_dir / "checkpoints" / subdir if subdir else run_dir / "checkpoints"
+        self.gnq_dir = run_dir / "gnq" / subdir if subdir else run_dir / "gnq"
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl = run_dir / (f"rounds-{subdir}.jsonl" if subdir else "rounds.jsonl")
+        self.model = model_for(scenario, data, seed=train_seed)
+        self.rounds: list[dict] = []
+        self.checkpoints: list[Path] = []
+        self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in
+                                                 self.model.state_dict().items()}
+        self.live_privacy: dict | None = None
+
+    def resume_point(self) -> int:
+        """Load the finished rounds of an interrupted run; return how many there are."""
+        from fedaudit.rundir import load_checkpoint, read_jsonl
+
+        done = []
+        for rec in read_jsonl(self.jsonl):
+            if rec.get("round") != len(done) + 1:
+                break
+            if not (self.ckpt_dir / checkpoint_path(self.run_dir, rec["round"]).name).exists():
+                break
+            done.append(rec)
+        # rewrite the log without a torn or orphan tail, so appends continue cleanly
+        atomic_write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in done))
+        self.rounds = done
+        self.checkpoints = [self.ckpt_dir / checkpoint_path(self.run_dir, r["round"]).name
+                            for r in done]
+        if done:
+            self.current = load_checkpoint(self.checkpoints[-1])
+            rng = self.ckpt_dir / f"rng-{len(done):04d}.json"
+            if rng.exists():
+                state = json.loads(rng.read_text())
+                random.setstate((state[0], tuple(state[1]), state[2]))
+        return len(done)
+
+    def __call__(self, round_: int, arrays: ArrayRecord | None, audit: RoundAudit) -> None:
+        if arrays is not None:
+            self.current = arrays.to_torch_state_dict()
+        self.model.load_state_dict(self.current)
+        acc, loss = evaluate(self.model, self.data.x[self.data.test], self.data.y[self.data.test],
+                             device=self.device)
+        path = self.ckpt_dir / checkpoint_path(self.run_dir, round_).name
+        atomic_torch_save(self.current, path)
+        # Python's RNG picks the clients of the next round (flwr's sample_nodes)
+        atomic_write_text(self.ckpt_dir / f"rng-{round_:04d}.json", json.dumps(random.getstate()))
+        self._save_client_gnq(round_, audit)
+        self.checkpoints.append(path)
+        clients = [c.partition_id for c in audit.clients]
+        losses = [c.train_loss for c in audit.clients]
+        weights = [c.num_examples for c in audit.clients]
+        record = {
+            "round": round_,
+            "test_accuracy": acc,
+            "test_loss": loss,
+            "train_loss": float(np.average(losses, weights=weights)) if losses else None,
+            "clients": clients,
+            "failures": len(audit.failures),
+            "failure_reasons": audit.failures,
+            "aggregated": audit.aggregated,
+            "note": audit.note,
+            "gnq_update": {str(c.partition_id): c.gnq_update for c in audit.clients
+                           if c.gnq_update is not None},
+            "update_norm": {str(c.partition_id): c.update_norm for c in audit.clients},
+        }
+        warning = None
+        if not any("warning" in r for r in self.rounds):  # once per run
+            warning = chance_level_warning(round_, self.scenario["federation"]["rounds"], acc,
+                                           self.data.y[self.data.test], self.scenario["train"],
+                                           failures=len(audit.failures))
+        if warning:
+            record["warning"] = warning
+            log.warning("%s", warning)
+            if self.progress is not None and hasattr(self.progress, "warn"):
+                self.progress.warn(warning)
+        if audit.dp_steps:  # dp-sgd: every reply that declared steps, accepted or rejected
+            record["dp_steps"] = {str(k): v for k, v in sorted(audit.dp_steps.items())}
+            record["dp_sample_rate"] = {str(k): v for k, v in
+                                        sorted(audit.dp_sample_rate.items())}
+        append_jsonl(self.jsonl, record)
+        self.rounds.append(record)
+        if self.progress is not None:
+            self.progress.round_done(round_, record)
+
+    def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
+        parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]
+        if not parts:
+            return
+        self.gnq_dir.mkdir(parents=True, exist_ok=True)
+        epochs = [c.gnq_epochs if c.gnq_epochs is not None and len(c.gnq_epochs) == len(c.gnq_ids)
+                  else np.zeros(len(c.gnq_ids), np.int64) for c in parts]  # 0: not reported
+        atomic_save_npz(self.gnq_dir / f"round-{round_:04d}.npz",
+                        sample_id=np.concatenate([c.gnq_ids for c in parts]).astype(np.int64),
+                        client=np.concatenate([np.full(len(c.gnq_ids), c.partition_id)
+                                               for c in parts]),
+                        epoch=np.concatenate(epochs).astype(np.int64),
+                        score=np.concatenate([c.gnq_scores for c in parts]).astype(np.float64))
+
+    def client_gnq(self) -> dict[str, np.ndarray] | None:
+        """All rounds' client-side per-sample GNQ (gnq_samples.npz layout, no canary): one
+        row per time a sample was scored -- each local epoch (under DP-SGD's Poisson
+        sampling, each time it was drawn) -- with its 1-based local ``epoch``."""
+        cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "epoch": [],
+                                 "score": []}
+        for rec in self.rounds:
+            path = self.gnq_dir / f"round-{rec['round']:04d}.npz"
+            if not path.exists():
+                continue
+            with np.load(path) as npz:
+                for key in ("sample_id", "client", "score"):
+                    cols[key].append(npz[key])
+                cols["round"].append(np.full(len(npz["score"]), rec["round"]))
+                cols["epoch"].append(npz["epoch"] if "epoch" in npz.files
+                                     else np.zeros(len(npz["score"]), np.int64))
+        if not cols["score"]:
+            return None
+        return {k: np.concatenate(v) for k, v in cols.items()}

@@ -1,0 +1,45 @@
+"""The scenario's Flower strategy, by name, wrapped in its defense."""
+
+from __future__ import annotations
+
+from fedaudit.config import num_sampled_clients
+
+
+def _train_metrics(records: list, weighted_by_key: str):
+    """Weighted mean of the reply metrics except ``partition-id`` (an id, not a metric)
+    and the defense's unit weight."""
+    from flwr.app import MetricRecord
+    from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+
+    from strategies.defenses import UNIT_WEIGHT_KEY
+
+    agg = aggregate_metricrecords(records, weighted_by_key)
+    return MetricRecord({k: v for k, v in agg.items()
+                         if k not in ("partition-id", UNIT_WEIGHT_KEY)})
+
+
+def make_strategy(scenario: dict, seed: int | None = None):
+    """The scenario's Flower strategy (by name), federated evaluation off: the auditing
+    wrapper evaluates the global model centrally on ``test``.
+
+    With ``defense.kind`` = dp-server / dp-client / clip the strategy comes wrapped in
+    Flower's fixed-clipping DP wrapper (:func:`strategies.defenses.wrap_defense`; noise
+    seeded from ``seed``, default the scenario seed) and aggregates with uniform client
+    weights (the ``dp-weight`` metric every client then sends as 1): the noise std
+    noise_multiplier * clip_norm / m is calibrated to the uniform mean of m clipped updates.
+    """
+    import flwr.serverapp.strategy as flwr_strategies
+
+    from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, wrap_defense
+
+    fed = scenario["federation"]
+    defense = scenario["defense"]
+    cls = getattr(flwr_strategies, fed["strategy"])
+    n = fed["num_clients"]
+    min_train, sampled = num_sampled_clients(scenario)
+    weighted = UNIT_WEIGHT_KEY if defense["kind"] in WRAPPED_KINDS else "num-examples"
+    base = cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
+               min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
+               weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
+    return wrap_defense(base, defense, num_clients=n, num_sampled=sampled,
+                        seed=scenario["scenario"]["seed"] if seed is None else seed)
