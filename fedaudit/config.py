@@ -50,6 +50,12 @@ def _registries():
             attacks.ATTACKS)
 
 
+def _defenses():
+    import fedaudit.defenses
+
+    return fedaudit.defenses.DEFENSES
+
+
 def _check_quantizers(names: list[str]) -> str | None:
     quantizers = _registries()[2]
     if not names:
@@ -97,7 +103,6 @@ def _check_targets(targets: list[str]) -> str | None:
     return None
 
 
-DEFENSE_KINDS = ("none", "dp-sgd", "dp-server", "dp-client", "clip")
 
 
 def _check_delta(value: float) -> str | None:
@@ -223,7 +228,7 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
                    "every client); dp-server / dp-client (Flower's central-DP wrappers, "
                    "server- or client-side fixed clipping of updates + Gaussian noise on the "
                    "aggregate); clip (server-side update clipping, no noise)",
-                   choices=DEFENSE_KINDS),
+                   choices=lambda: _defenses().names()),
         "noise_multiplier": _f(float, 1.0, "Gaussian noise std / clip_norm (dp-sgd: per step "
                                "on the summed clipped per-sample gradients; dp-server / "
                                "dp-client: on the sum of clipped updates); ignored by clip",
@@ -337,13 +342,9 @@ def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
     if s["canaries"]["count"] and bad:
         raise ScenarioError(f"{source}: canaries.clients = {s['canaries']['clients']!r}: client "
                             f"{bad[0]} does not exist; allowed: 0..{fed['num_clients'] - 1}")
-    dfn = s["defense"]
-    if (dfn["kind"] in ("dp-server", "dp-client") and dfn["noise_multiplier"] > 0
-            and fed["strategy"] != "FedAvg"):
-        raise ScenarioError(
-            f"{source}: defense.kind = {dfn['kind']!r} with noise needs federation.strategy = "
-            f"'FedAvg' (got {fed['strategy']!r}): the Gaussian noise is calibrated to, and "
-            "the privacy accounting holds for, the uniform mean of clipped updates")
+    problem = _defenses().get(s["defense"]["kind"]).check(s)
+    if problem:
+        raise ScenarioError(f"{source}: {problem}")
     res = s["federation.client_resources"]
     if s["train"]["device"] == "cuda" and res["num_gpus"] == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "

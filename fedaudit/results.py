@@ -67,11 +67,11 @@ def assemble_results(scenario: dict, data: FederatedData, recorder,
 
 def add_defense_results(results: dict, scenario: dict, recorder, *,
                         n_extra: int = 0) -> None:
-    """results.json ``defense`` (:func:`fedaudit.privacy.defense_summary`: kind,
+    """results.json ``defense`` (:func:`fedaudit.defenses.defense_summary`: kind,
     parameters, epsilon, delta, accounting, notes) and, under dp-sgd, each client's
     ``dp`` entry (epsilon, steps, sample rate).  Epsilon is computed from rounds.jsonl, so a
     resumed run accounts its earlier rounds too."""
-    from fedaudit.privacy import defense_summary
+    from fedaudit.defenses import defense_summary
 
     summary = defense_summary(scenario, recorder.rounds,
                               num_sampled=num_sampled_clients(scenario)[1],

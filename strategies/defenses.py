@@ -46,7 +46,6 @@ from flwr.supercore.privacy_accounting import (GaussianPrivacyEvent, Neighboring
 #: metric every client sends (value 1) under dp-server / dp-client / clip: FedAvg weighs
 #: by it, i.e. uniformly -- what the noise calibration and Flower's accountant assume
 UNIT_WEIGHT_KEY = "dp-weight"
-WRAPPED_KINDS = ("dp-server", "dp-client", "clip")
 
 
 def noise_seed(seed: int, server_round: int) -> int:
@@ -168,23 +167,31 @@ class SeededClientSideFixedClipping(_SeededNoise, DifferentialPrivacyClientSideF
     """Flower's client-side fixed clipping wrapper, noise drawn from a per-round seed."""
 
 
+#: Flower wrapper classes by the name a :class:`fedaudit.defenses.Defense` gives in
+#: ``wrapper``
+WRAPPERS: dict[str, type] = {"server-fixed-clipping": SeededServerSideFixedClipping,
+                             "client-fixed-clipping": SeededClientSideFixedClipping}
+
+
 def wrap_defense(strategy: Strategy, defense: dict, *, num_clients: int, num_sampled: int,
                  seed: int) -> Strategy:
-    """The DP wrapper of ``defense`` (the ``[defense]`` table) around ``strategy``; the
-    strategy itself for ``none`` and ``dp-sgd`` (DP-SGD lives on the clients)."""
-    kind = defense["kind"]
-    if kind not in WRAPPED_KINDS:
+    """The Flower wrapper the ``[defense]`` table's kind names, around ``strategy``; the
+    strategy itself when the kind has none (``none``; ``dp-sgd`` lives on the clients).
+    With noise, the wrapper gets an accountant."""
+    from fedaudit.defenses import get_defense
+
+    kind = get_defense(defense["kind"])
+    if kind.wrapper is None:
         return strategy
-    sigma = 0.0 if kind == "clip" else float(defense["noise_multiplier"])
+    sigma = kind.noise_multiplier(defense)
     accountant = None
     if sigma > 0:
         accountant = OpacusGaussianAccountant(PrivacyConfig(
             target_delta=float(defense["delta"]), population_size=num_clients,
             neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
             sampling_method=SamplingMethod.NO_AMPLIFICATION))
-    cls = SeededClientSideFixedClipping if kind == "dp-client" else SeededServerSideFixedClipping
-    return cls(strategy, sigma, float(defense["clip_norm"]), num_sampled, seed=seed,
-               accountant=accountant)
+    return WRAPPERS[kind.wrapper](strategy, sigma, float(defense["clip_norm"]), num_sampled,
+                                  seed=seed, accountant=accountant)
 
 
 def clip_when_asked_mod(msg: Message, ctxt: Context, call_next) -> Message:

@@ -15,7 +15,8 @@ from flwr.app import (ArrayRecord, ConfigRecord, Context, Message, MessageType, 
 from torch import nn
 
 from fedaudit.config import ScenarioError, load_scenario
-from fedaudit.privacy import defense_summary, dpsgd_epsilon, gaussian_epsilon, json_epsilon
+from fedaudit.defenses import defense_summary
+from fedaudit.privacy import dpsgd_epsilon, gaussian_epsilon, json_epsilon
 from fedaudit.training import dp_clipped_gnq, train_local
 
 CPU = torch.device("cpu")
@@ -662,3 +663,35 @@ def test_client_gnq_rows_carry_their_local_epoch():
     assert len(res.gnq_ids) == 3 * len(ids)
     for epoch in (1, 2, 3):
         assert sorted(res.gnq_ids[res.gnq_epochs == epoch]) == sorted(ids)
+
+
+def test_a_defense_is_one_registered_class():
+    """The schema's defense.kind choices and the results' accounting come from the
+    registry: a new kind needs no edit elsewhere."""
+    from fedaudit.defenses import DEFENSES, Defense, register_defense
+
+    @register_defense
+    class Tight(Defense):
+        kind = "test-tight-clip"
+        uniform_weights = True
+        wrapper = "server-fixed-clipping"
+
+        def noise_multiplier(self, cfg):
+            return 0.0
+
+        def summary(self, cfg, rounds, *, num_clients, num_sampled):
+            return {"epsilon": "inf", "accounting": "clipping at 0.1", "notes": []}
+
+    try:
+        scen = load_scenario("quickstart", ["defense.kind=test-tight-clip"])
+        out = defense_summary(scen, [])
+        assert out["kind"] == "test-tight-clip" and out["accounting"] == "clipping at 0.1"
+        assert out["noise_multiplier"] == 0.0 and out["notes"] == []
+        from fedaudit.simulation.strategy_factory import make_strategy
+        from strategies.defenses import SeededServerSideFixedClipping
+
+        assert isinstance(make_strategy(scen), SeededServerSideFixedClipping)
+    finally:
+        DEFENSES.unregister("test-tight-clip")
+    with pytest.raises(ScenarioError, match="unknown choice; allowed: .*dp-sgd"):
+        load_scenario("quickstart", ["defense.kind=test-tight-clip"])

@@ -23,7 +23,8 @@ from fedaudit.config import from_toml
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
 from fedaudit.training import pick_device, train_local
-from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, clip_when_asked_mod
+from fedaudit.defenses import get_defense
+from strategies.defenses import UNIT_WEIGHT_KEY, clip_when_asked_mod
 
 
 
@@ -62,11 +63,11 @@ def train(msg: Message, context: Context) -> Message:
     model = model_for(scenario, data, seed=train_seed)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     gnq = scenario["audit.gnq"]
-    defense = scenario["defense"]
+    defense = get_defense(scenario["defense"]["kind"])
     result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
                          seed=seed, device=pick_device(scenario["train"]["device"]),
                          gnq=gnq if gnq["client"] else None,
-                         dp=defense if defense["kind"] == "dp-sgd" else None)
+                         dp=defense.local_dp(scenario["defense"]))
     state = model.cpu().state_dict()
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
@@ -75,7 +76,7 @@ def train(msg: Message, context: Context) -> Message:
               "partition-id": partition_id}
     if result.dp_steps:
         values.update({"dp-steps": result.dp_steps, "dp-sample-rate": result.dp_sample_rate})
-    if defense["kind"] in WRAPPED_KINDS:
+    if defense.uniform_weights:
         values[UNIT_WEIGHT_KEY] = 1
     metrics = MetricRecord(values)
     content = RecordDict({"arrays": ArrayRecord(state), "metrics": metrics})

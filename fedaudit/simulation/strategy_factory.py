@@ -30,14 +30,15 @@ def make_strategy(scenario: dict, seed: int | None = None):
     """
     import flwr.serverapp.strategy as flwr_strategies
 
-    from strategies.defenses import UNIT_WEIGHT_KEY, WRAPPED_KINDS, wrap_defense
+    from fedaudit.defenses import get_defense
+    from strategies.defenses import UNIT_WEIGHT_KEY, wrap_defense
 
     fed = scenario["federation"]
     defense = scenario["defense"]
     cls = getattr(flwr_strategies, fed["strategy"])
     n = fed["num_clients"]
     min_train, sampled = num_sampled_clients(scenario)
-    weighted = UNIT_WEIGHT_KEY if defense["kind"] in WRAPPED_KINDS else "num-examples"
+    weighted = UNIT_WEIGHT_KEY if get_defense(defense["kind"]).uniform_weights else "num-examples"
     base = cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
                weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)

@@ -1,0 +1,18 @@
+"""Defenses: one class per ``[defense] kind``, registered in :data:`DEFENSES`.
+
+A :class:`~fedaudit.defenses.base.Defense` declares everything its kind changes: how the
+clients train under it (:meth:`~fedaudit.defenses.base.Defense.local_dp`), whether FedAvg
+weighs clients uniformly, which Flower wrapper goes around the strategy (by name; the
+wrappers themselves live in :mod:`strategies.defenses`, the only Flower code), what the
+scenario must satisfy, and its privacy accounting for results.json.  No other module
+branches on the kind.  The built-in kinds: ``none``, ``dp-sgd``, ``dp-server``,
+``dp-client``, ``clip`` (docs/algorithms.md section 6).
+"""
+
+from __future__ import annotations
+
+from fedaudit.defenses.base import DEFENSES, Defense, get_defense, register_defense
+from fedaudit.defenses import central, clip, dpsgd, none  # noqa: F401 - they register
+from fedaudit.defenses.summary import defense_summary
+
+__all__ = ["DEFENSES", "Defense", "defense_summary", "get_defense", "register_defense"]
