@@ -30,11 +30,11 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedaudit import wire
+
 log = logging.getLogger("fedaudit")
 
-ARRAYS_KEY = "arrays"
-METRICS_KEY = "metrics"
-AUDIT_KEY = "audit"
+ARRAYS_KEY, METRICS_KEY, AUDIT_KEY = wire.ARRAYS, wire.METRICS, wire.AUDIT
 
 
 @dataclass
@@ -130,13 +130,13 @@ class AuditingStrategy(Strategy):
         if len(content.array_records) != 1 or len(content.metric_records) != 1:
             return "reply must hold exactly one ArrayRecord and one MetricRecord"
         metrics = content.metric_records[METRICS_KEY]
-        for key in ("num-examples", "partition-id", "train-loss"):
+        for key in (wire.NUM_EXAMPLES, wire.PARTITION_ID, wire.TRAIN_LOSS):
             if key not in metrics:
                 return f"metrics lack {key!r}"
-        n = metrics["num-examples"]
+        n = metrics[wire.NUM_EXAMPLES]
         if isinstance(n, list) or not np.isfinite(n) or n <= 0:
             return f"num-examples = {n!r} must be a positive number"
-        loss = metrics["train-loss"]
+        loss = metrics[wire.TRAIN_LOSS]
         if isinstance(loss, list) or not np.isfinite(loss):
             return f"train-loss = {loss!r} is not finite"
         arrays = content.array_records[ARRAYS_KEY]
@@ -162,7 +162,7 @@ class AuditingStrategy(Strategy):
 
     @staticmethod
     def _note_dp(audit: RoundAudit, pid, metrics: MetricRecord) -> None:
-        steps, rate = metrics.get("dp-steps"), metrics.get("dp-sample-rate")
+        steps, rate = metrics.get(wire.DP_STEPS), metrics.get(wire.DP_SAMPLE_RATE)
         if pid is None or steps is None or rate is None:
             return
         try:
@@ -183,7 +183,7 @@ class AuditingStrategy(Strategy):
             pid = None
             if not msg.has_error() and METRICS_KEY in msg.content.metric_records:
                 metrics = msg.content.metric_records[METRICS_KEY]
-                pid = metrics.get("partition-id")
+                pid = metrics.get(wire.PARTITION_ID)
                 self._note_dp(audit, pid, metrics)
             if reason is not None:
                 log.warning("round %d: rejected reply from node %s (partition %s): %s",
@@ -199,15 +199,15 @@ class AuditingStrategy(Strategy):
         for pid, msg in valid:
             content = msg.content
             metrics = content.metric_records[METRICS_KEY]
-            record = ClientRound(partition_id=pid, num_examples=int(metrics["num-examples"]),
-                                 train_loss=float(metrics["train-loss"]), update_norm=float("nan"))
+            record = ClientRound(partition_id=pid, num_examples=int(metrics[wire.NUM_EXAMPLES]),
+                                 train_loss=float(metrics[wire.TRAIN_LOSS]), update_norm=float("nan"))
             if AUDIT_KEY in content.config_records:
                 cfg = content.config_records[AUDIT_KEY]
-                if "gnq-ids" in cfg:
-                    record.gnq_ids = np.asarray(cfg["gnq-ids"], dtype=np.int64)
-                    record.gnq_scores = np.asarray(cfg["gnq-scores"], dtype=np.float64)
-                    if "gnq-epochs" in cfg:
-                        record.gnq_epochs = np.asarray(cfg["gnq-epochs"], dtype=np.int64)
+                if wire.GNQ_IDS in cfg:
+                    record.gnq_ids = np.asarray(cfg[wire.GNQ_IDS], dtype=np.int64)
+                    record.gnq_scores = np.asarray(cfg[wire.GNQ_SCORES], dtype=np.float64)
+                    if wire.GNQ_EPOCHS in cfg:
+                        record.gnq_epochs = np.asarray(cfg[wire.GNQ_EPOCHS], dtype=np.int64)
             if keys:
                 u = _flat(content.array_records[ARRAYS_KEY], keys) - _flat(self._global, keys)
                 record.update_norm = float(np.linalg.norm(u))

@@ -43,9 +43,11 @@ from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 from flwr.supercore.privacy_accounting import (GaussianPrivacyEvent, NeighboringRelation,
                                                PrivacyConfig, PrivacySpent, SamplingMethod)
 
+from fedaudit import wire
+
 #: metric every client sends (value 1) under dp-server / dp-client / clip: FedAvg weighs
 #: by it, i.e. uniformly -- what the noise calibration and Flower's accountant assume
-UNIT_WEIGHT_KEY = "dp-weight"
+UNIT_WEIGHT_KEY = wire.UNIT_WEIGHT
 
 
 def noise_seed(seed: int, server_round: int) -> int:

@@ -20,11 +20,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from fedaudit.config import from_toml
+from fedaudit import wire
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
 from fedaudit.training import pick_device, train_local
 from fedaudit.defenses import get_defense
-from strategies.defenses import UNIT_WEIGHT_KEY, clip_when_asked_mod
+from strategies.defenses import clip_when_asked_mod
 
 
 
@@ -44,24 +45,24 @@ def draw_faults(faults: dict, server_round: int, partition_id: int) -> tuple[boo
 
 
 def train(msg: Message, context: Context) -> Message:
-    config = msg.content["config"]
-    scenario = from_toml(str(config["scenario"]), "scenario from server")
-    partition_id = int(context.node_config["partition-id"])
-    server_round = int(config["server-round"])
+    config = msg.content[wire.CONFIG]
+    scenario = from_toml(str(config[wire.SCENARIO]), "scenario from server")
+    partition_id = int(context.node_config[wire.PARTITION_ID])
+    server_round = int(config[wire.SERVER_ROUND])
     crash, nan = draw_faults(scenario["faults"], server_round, partition_id)
     if crash:
         raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
     data = build_federated_data(scenario)
     # the training seed differs from the scenario seed only for the extra trajectories
     # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
-    train_seed = int(config["train-seed"]) if "train-seed" in config else scenario["scenario"]["seed"]
+    train_seed = int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else scenario["scenario"]["seed"]
     seed = client_seed(train_seed, server_round, partition_id)
     torch.manual_seed(seed)
     threads = scenario["federation.client_resources"]["num_cpus"]
     torch.set_num_threads(max(1, int(threads)))
 
     model = model_for(scenario, data, seed=train_seed)
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
     gnq = scenario["audit.gnq"]
     defense = get_defense(scenario["defense"]["kind"])
     result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
@@ -72,18 +73,18 @@ def train(msg: Message, context: Context) -> Message:
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
                  for k, v in state.items()}
-    values = {"num-examples": result.num_examples, "train-loss": result.loss,
-              "partition-id": partition_id}
+    values = {wire.NUM_EXAMPLES: result.num_examples, wire.TRAIN_LOSS: result.loss,
+              wire.PARTITION_ID: partition_id}
     if result.dp_steps:
-        values.update({"dp-steps": result.dp_steps, "dp-sample-rate": result.dp_sample_rate})
+        values.update({wire.DP_STEPS: result.dp_steps, wire.DP_SAMPLE_RATE: result.dp_sample_rate})
     if defense.uniform_weights:
-        values[UNIT_WEIGHT_KEY] = 1
+        values[wire.UNIT_WEIGHT] = 1
     metrics = MetricRecord(values)
-    content = RecordDict({"arrays": ArrayRecord(state), "metrics": metrics})
+    content = RecordDict({wire.ARRAYS: ArrayRecord(state), wire.METRICS: metrics})
     if gnq["client"] and len(result.gnq_ids):
-        content["audit"] = ConfigRecord({"gnq-ids": result.gnq_ids.tolist(),
-                                         "gnq-scores": result.gnq_scores.tolist(),
-                                         "gnq-epochs": result.gnq_epochs.tolist()})
+        content[wire.AUDIT] = ConfigRecord({wire.GNQ_IDS: result.gnq_ids.tolist(),
+                                           wire.GNQ_SCORES: result.gnq_scores.tolist(),
+                                           wire.GNQ_EPOCHS: result.gnq_epochs.tolist()})
     return Message(content=content, reply_to=msg)
 
 

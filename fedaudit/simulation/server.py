@@ -13,6 +13,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedaudit.config import ScenarioError, load_scenario, to_toml
+from fedaudit import wire
 from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.results import add_defense_results, assemble_results
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
@@ -45,8 +46,8 @@ def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: P
     strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
                    num_rounds=rounds - done,
                    timeout=scenario["federation"]["timeout"],
-                   train_config=ConfigRecord({"scenario": to_toml(scenario),
-                                              "train-seed": train_seed}))
+                   train_config=ConfigRecord({wire.SCENARIO: to_toml(scenario),
+                                              wire.TRAIN_SEED: train_seed}))
     spent = getattr(strategy.strategy, "privacy_spent", lambda: None)()
     if spent is not None:  # Flower's live accountant (this start() only; not resumed rounds)
         recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,

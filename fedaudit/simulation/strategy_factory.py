@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fedaudit.config import num_sampled_clients
+from fedaudit import wire
 
 
 def _train_metrics(records: list, weighted_by_key: str):
@@ -11,11 +12,9 @@ def _train_metrics(records: list, weighted_by_key: str):
     from flwr.app import MetricRecord
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
-    from strategies.defenses import UNIT_WEIGHT_KEY
-
     agg = aggregate_metricrecords(records, weighted_by_key)
     return MetricRecord({k: v for k, v in agg.items()
-                         if k not in ("partition-id", UNIT_WEIGHT_KEY)})
+                         if k not in (wire.PARTITION_ID, wire.UNIT_WEIGHT)})
 
 
 def make_strategy(scenario: dict, seed: int | None = None):
@@ -31,14 +30,15 @@ def make_strategy(scenario: dict, seed: int | None = None):
     import flwr.serverapp.strategy as flwr_strategies
 
     from fedaudit.defenses import get_defense
-    from strategies.defenses import UNIT_WEIGHT_KEY, wrap_defense
+    from strategies.defenses import wrap_defense
 
     fed = scenario["federation"]
     defense = scenario["defense"]
     cls = getattr(flwr_strategies, fed["strategy"])
     n = fed["num_clients"]
     min_train, sampled = num_sampled_clients(scenario)
-    weighted = UNIT_WEIGHT_KEY if get_defense(defense["kind"]).uniform_weights else "num-examples"
+    weighted = (wire.UNIT_WEIGHT if get_defense(defense["kind"]).uniform_weights
+                else wire.NUM_EXAMPLES)
     base = cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
                weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)

@@ -1,0 +1,33 @@
+"""The keys of the messages between the ServerApp and the ClientApps, in one place.
+
+A train message carries ``arrays`` (the global model) and ``config`` (the scenario as TOML
+text, the round, the training seed); a reply carries ``arrays`` (the local model),
+``metrics`` and, with client-side GNQ, ``audit`` (per-sample scores with their sample ids
+and local epochs).  ``arrays`` / ``config`` / ``server-round`` are the names Flower's own
+strategies use.
+"""
+
+# records
+ARRAYS = "arrays"
+CONFIG = "config"
+METRICS = "metrics"
+AUDIT = "audit"
+
+# config (server -> client)
+SCENARIO = "scenario"
+SERVER_ROUND = "server-round"
+TRAIN_SEED = "train-seed"
+
+# metrics (client -> server)
+PARTITION_ID = "partition-id"  # also the node_config key a SuperNode is started with
+NUM_EXAMPLES = "num-examples"
+TRAIN_LOSS = "train-loss"
+DP_STEPS = "dp-steps"
+DP_SAMPLE_RATE = "dp-sample-rate"
+#: every client sends 1 under a defense with uniform weights; FedAvg weighs by it
+UNIT_WEIGHT = "dp-weight"
+
+# audit (client -> server)
+GNQ_IDS = "gnq-ids"
+GNQ_SCORES = "gnq-scores"
+GNQ_EPOCHS = "gnq-epochs"
