@@ -57,8 +57,9 @@ def assemble_results(scenario: dict, data: FederatedData, recorder,
                                        "clients", "failures", "aggregated", "note")}
                    for r in recorder.rounds],
         "clients": clients,
-        "warnings": [{"round": r["round"], "message": r["warning"]}
-                     for r in recorder.rounds if r.get("warning")],
+        "warnings": [{"round": None, "message": n} for n in data.notes]
+        + [{"round": r["round"], "message": r["warning"]}
+           for r in recorder.rounds if r.get("warning")],
     }
     if samples is not None and data.canary.any():
         results["canaries"] = canary_ranks(samples)

@@ -21,6 +21,9 @@ class Dataset:
     x: np.ndarray  # float32 (N, C, H, W) in [0, 1]
     y: np.ndarray  # int64 (N,)
     classes: tuple[str, ...]
+    #: what the loader wants the user to know (e.g. skipped files): logged to the run's
+    #: run.log and listed in results.json ``warnings``
+    notes: tuple[str, ...] = ()
 
     @property
     def num_classes(self) -> int:
@@ -204,8 +207,8 @@ def load_imagefolder_dataset(cfg: dict) -> Dataset:
 
     Decision: files that Pillow cannot read (corrupt, truncated, not an image despite the
     suffix) are skipped, and their count is logged as a warning on the ``fedaudit`` logger
-    (``fedaudit validate`` / ``run`` print it before the run starts); nothing else records
-    them.  A class whose files
+    (``fedaudit validate`` / ``run`` print it before the run starts) and kept in
+    :attr:`Dataset.notes`, which a run writes to run.log and results.json ``warnings``.  A class whose files
     are all unreadable is empty, which is an error like any empty class."""
     path = Path(cfg["path"]).expanduser()
     size = int(cfg.get("image_size", 0) or 0)
@@ -250,16 +253,17 @@ def load_imagefolder_dataset(cfg: dict) -> Dataset:
         if not read:
             raise ScenarioError(f"{where}: class folder {name!r} has no readable image files "
                                 f"({len(files)} unreadable)")
+    notes: tuple[str, ...] = ()
     if skipped:
         file, why = skipped[0]
-        logging.getLogger("fedaudit").warning(
-            "%s: skipped %d unreadable image file(s), e.g. %r (%s)", where, len(skipped),
-            str(file.relative_to(path)), why)
+        notes = (f"{where}: skipped {len(skipped)} unreadable image file(s), e.g. "
+                 f"{str(file.relative_to(path))!r} ({why})",)
+        logging.getLogger("fedaudit").warning("%s", notes[0])
     if any(a.shape[0] == 3 for a in xs):
         xs = [np.repeat(a, 3, axis=0) if a.shape[0] == 1 else a for a in xs]
     x = np.ascontiguousarray(np.stack(xs), dtype=np.float32)
     return Dataset(path.resolve().name or "imagefolder", x, np.asarray(ys, dtype=np.int64),
-                   classes)
+                   classes, notes)
 
 
 def load_dataset(cfg: dict) -> Dataset:

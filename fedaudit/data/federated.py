@@ -29,6 +29,7 @@ class FederatedData:
     test: np.ndarray  # global ids for accuracy and r_Qn
     clients: tuple[np.ndarray, ...]  # global ids per client (partition of train)
     canary: np.ndarray  # bool (N,)
+    notes: tuple[str, ...] = ()  # the loader's (Dataset.notes)
 
     @property
     def num_classes(self) -> int:
@@ -137,7 +138,7 @@ def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
     keep, _ = train_test_split(np.arange(len(ds.y)), train_size=max_samples,
                                random_state=seed, stratify=stratify)
     keep = np.sort(keep)
-    return Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes)
+    return Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes, ds.notes)
 
 
 def build_federated_data(scenario: dict) -> FederatedData:
@@ -165,4 +166,4 @@ def _build_cached(key: str, seed: int, num_clients: int) -> FederatedData:
     for arr in (x, y, canary):
         arr.setflags(write=False)
     return FederatedData(ds.name, x, y, ds.classes, np.sort(np.concatenate(clients)), holdout,
-                         test, tuple(clients), canary)
+                         test, tuple(clients), canary, ds.notes)

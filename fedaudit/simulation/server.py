@@ -78,6 +78,8 @@ def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None
     torch.manual_seed(seed)
     random.seed(seed)
     data = build_federated_data(scenario)
+    for note in data.notes:  # the loader's warnings, also when the data came from a cache
+        log.warning("%s", note)
     device = pick_device(scenario["train"]["device"])
     wait_for_nodes(grid, scenario["federation"]["num_clients"])
     recorder = train_federation(grid, scenario, data, run_dir, device, progress,
