@@ -17,14 +17,22 @@ class RichProgress:
 
     def __init__(self, rounds: int) -> None:
         from rich.console import Console
+        from rich.table import Column
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
         self.console = Console(stderr=True)
         self.rounds = rounds
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
-                            MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        # counts and times never shrink; the free-text info column gives way (ellipsis)
+        fixed = Column(no_wrap=True)
+        self.bar = Progress(TextColumn("[bold]{task.description}", table_column=fixed),
+                            BarColumn(bar_width=12), MofNCompleteColumn(table_column=fixed),
+                            TimeElapsedColumn(table_column=fixed),
+                            TextColumn("eta", table_column=fixed),
+                            TimeRemainingColumn(table_column=fixed),
+                            TextColumn("{task.fields[info]}",
+                                       table_column=Column(no_wrap=True, overflow="ellipsis",
+                                                           ratio=1)),
                             console=self.console, transient=False)
         self.task = self.bar.add_task("rounds", total=rounds, info="starting Ray ...")
         self.steps: dict[str, int] = {}
