@@ -535,3 +535,14 @@ def test_per_sample_gradients_shape():
     ce_none(model(x), y).sum().backward()
     flat = torch.cat([p.grad.flatten() for p in model.parameters()]).double()
     assert torch.allclose(G.sum(0), flat, atol=1e-5)
+
+
+def test_large_scores_are_neither_capped_nor_tied():
+    """1 - h is computed as lam * diag((K + lam I)^-1), not as 1 minus h: a single sample
+    with ||g||^2 = 1e8 scores ||g||^2 / lam = 1e10 exactly (relative error ~ eps64 * 1e10
+    / 1e10), and two such samples with different norms keep different scores."""
+    one = gnq_from_gram(torch.tensor([[1e8]], dtype=torch.float64), 1e-2)
+    assert abs(one.item() / 1e10 - 1) < 1e-9
+    two = gnq_from_gram(torch.tensor([[1e8, 0.0], [0.0, 2e8]], dtype=torch.float64), 1e-2)
+    torch.testing.assert_close(two, torch.tensor([1e10, 2e10], dtype=torch.float64),
+                               rtol=1e-9, atol=0)

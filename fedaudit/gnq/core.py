@@ -48,7 +48,6 @@ __all__ = [
 DEFAULT_LAM: float = 1e-2
 DEFAULT_RHO: float = 1e-2
 LAM_MODES: tuple[str, ...] = ("absolute", "relative")
-H_MAX: float = 1.0 - 1e-9
 
 LamMode = Literal["absolute", "relative"]
 
@@ -94,18 +93,27 @@ def _as_gram(K: torch.Tensor) -> torch.Tensor:
 
 
 def _gnq_checked(K: torch.Tensor, lam: float) -> torch.Tensor:
+    # One solve gives both h = diag((K + lam I)^-1 K) and 1 - h = lam diag((K + lam I)^-1)
+    # (as (K + lam I)^-1 K = I - lam (K + lam I)^-1), each where it is accurate: h for
+    # ordinary samples, 1 - h without cancellation for the most unique ones (h -> 1), so
+    # large scores are neither capped nor tied.  1 - h > 0 since K + lam I is SPD.
+    B = K.shape[0]
     A = K.clone()
     A.diagonal().add_(lam)
-    h = torch.linalg.solve(A, K).diagonal().clamp(0.0, H_MAX)
-    return h / (1.0 - h)
+    rhs = torch.cat((K, torch.eye(B, dtype=K.dtype, device=K.device)), dim=1)
+    sol = torch.linalg.solve(A, rhs)
+    h = sol[:, :B].diagonal().clamp_min(0.0)
+    one_minus_h = sol[:, B:].diagonal() * lam
+    return h / one_minus_h
 
 
 def gnq_from_gram(K: torch.Tensor, lam: float) -> torch.Tensor:
     """GNQ of every row of G from its Gram matrix K = G G^T (arXiv 2510.10902).
 
-    h = diag(solve(K + lam I, K)), clamped to [0, 1 - 1e-9];  GNQ_j = h_j / (1 - h_j),
-    which equals g_j^T (sum_{k != j} g_k g_k^T + lam I)^{-1} g_j (push-through identity
-    and Sherman-Morrison). Solved in float64 with torch.linalg.solve.
+    h = diag(solve(K + lam I, K)), 1 - h = lam diag(solve(K + lam I, I));
+    GNQ_j = h_j / (1 - h_j), which equals g_j^T (sum_{k != j} g_k g_k^T + lam I)^{-1} g_j
+    (push-through identity and Sherman-Morrison). Solved in float64 with torch.linalg.solve;
+    1 - h is computed directly, so scores near 1/lam * ||g||^2 are not capped.
 
     Args:
         K: symmetric positive semi-definite (B x B) Gram matrix, any real dtype.
