@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedaudit.errors import ScenarioError
+from fedaudit.rundata import RESULTS_NAME, SCORES_NAME
 
 ScenarioLike = str | os.PathLike | dict
 
@@ -50,7 +51,7 @@ class Run:
     def results(self) -> dict:
         """results.json, parsed (infinite values are the string "inf", as written)."""
         if self._results is None:
-            path = self.dir / "results.json"
+            path = self.dir / RESULTS_NAME
             if not path.is_file():
                 raise ScenarioError(f"{self.dir}: no results.json; not a finished run")
             self._results = json.loads(path.read_text(encoding="utf-8"))
@@ -62,7 +63,7 @@ class Run:
         for (``as_frame=True``)."""
         import numpy as np
 
-        path = self.dir / "scores.npz"
+        path = self.dir / SCORES_NAME
         if not path.is_file():
             raise ScenarioError(f"{self.dir}: no scores.npz (the run had attack.enabled = false)")
         with np.load(path) as npz:
@@ -87,7 +88,7 @@ class Run:
 def load_run(run_dir: str | os.PathLike) -> Run:
     """A finished run directory (its results.json is read on first use)."""
     path = Path(run_dir).resolve()
-    if not (path / "results.json").is_file():
+    if not (path / RESULTS_NAME).is_file():
         raise ScenarioError(f"{run_dir}: no results.json; not a finished fedaudit run")
     return Run(path)
 

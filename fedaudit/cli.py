@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -110,15 +109,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "--resume RUN_DIR")
     else:
         scenario = validate_all(args.scenario, args.overrides)
-    from fedaudit.simulation.runner import run
-
     from fedaudit.interrupt import stop_cleanly_on_sigint
+    from fedaudit.simulation.runner import run
 
     t0 = time.perf_counter()
     with RichProgress(scenario["federation"]["rounds"]) as progress, \
             stop_cleanly_on_sigint(progress.interrupted, before_exit=progress.bar.stop):
-        if args.resume:
-            progress.started(Path(args.resume))
         run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose,
                                resume_dir=args.resume)
     _summary(results, time.perf_counter() - t0)
@@ -166,9 +162,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.markup import escape as rich_escape
 
     from fedaudit.compare import print_table
-    from fedaudit.sweep import run_sweep
-
     from fedaudit.interrupt import stop_cleanly_on_sigint
+    from fedaudit.sweep import run_sweep
 
     console = Console(stderr=True)
     with stop_cleanly_on_sigint(lambda: "during the sweep; the sweep directory keeps every "
@@ -264,7 +259,6 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
                "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep,

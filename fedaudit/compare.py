@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from fedaudit.config import ScenarioError
 from fedaudit.report.format import fmt, fmt_g
-from fedaudit.rundata import RunData, load_run, num, ordered_methods
+from fedaudit.rundata import RESULTS_NAME, RUN_MARKERS, RunData, load_run, num, ordered_methods
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")
@@ -87,9 +87,6 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
 
 
 #: what a run directory holds even before it finished (``create_run_dir``, the runner)
-_RUN_MARKERS = ("results.json", "scenario.toml", "rounds.jsonl", "run.log", "checkpoints")
-
-
 def _sweep_prefixes(folder: Path) -> dict[str, dict[str, Any]]:
     """``run name -> {point, grid values}`` from a sweep folder's compare.json, in point
     order (empty when the folder has no readable compare.json)."""
@@ -121,10 +118,10 @@ def expand_run_dir(path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     finished run; a missing path or a file is left to :func:`load_run`'s error.
     """
     p = Path(path)
-    if not p.is_dir() or any((p / m).exists() for m in _RUN_MARKERS):
+    if not p.is_dir() or any((p / m).exists() for m in RUN_MARKERS):
         return [(p, {})]
     try:
-        subs = sorted(c for c in p.iterdir() if c.is_dir() and (c / "results.json").is_file())
+        subs = sorted(c for c in p.iterdir() if c.is_dir() and (c / RESULTS_NAME).is_file())
     except OSError as exc:
         raise ScenarioError(f"{p}: cannot list the folder: {exc}".replace("\n", " ")) from None
     if not subs:

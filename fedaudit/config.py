@@ -103,8 +103,6 @@ def _check_targets(targets: list[str]) -> str | None:
     return None
 
 
-
-
 def _check_delta(value: float) -> str | None:
     return None if 0.0 < value < 1.0 else "out of range, must be > 0 and < 1"
 
@@ -332,7 +330,7 @@ def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
         raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
                             f"{d['holdout_fraction'] + d['test_fraction']:g}: must be < 0.95 "
                             "so clients keep training data")
-    if d["dataset"] in ("npz", "imagefolder") and not d["path"]:
+    if _registries()[0].meta(d["dataset"]).get("needs_path") and not d["path"]:
         raise ScenarioError(f"{source}: data.path is required when data.dataset = "
                             f"{d['dataset']!r}")
     if fed["min_clients"] > fed["num_clients"]:
@@ -416,33 +414,37 @@ def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()
     # a user's file names its data relative to itself; a bundled one relative to the
     # current directory (where `data/` would be)
     _absolute_paths(sections, Path.cwd() if bundled else path.resolve().parent)
+    resolved = validate(sections, str(path), _apply_overrides(sections, overrides))
+    # --set paths and the defaults are relative to the cwd: a run's scenario.toml must
+    # mean the same from any directory
+    _absolute_paths(resolved, Path.cwd())
+    return resolved
+
+
+def _apply_overrides(sections: dict[str, dict[str, Any]],
+                     overrides: list[str] | tuple[str, ...]) -> dict[tuple[str, str], str]:
+    """Apply ``--set`` overrides to ``sections``; return where each value came from (for
+    :func:`validate`'s messages)."""
     origins: dict[tuple[str, str], str] = {}
     for text in overrides:
         section, key, value = parse_override(text)
         sections.setdefault(section, {})[key] = value
         origins[(section, key)] = f"--set {text}"
-        _absolute_paths({section: {key: value}} if (section, key) in PATH_KEYS else {},
-                        Path.cwd(), into=sections)
-    resolved = validate(sections, str(path), origins)
-    # the defaults too: a run's scenario.toml must mean the same from any directory
-    _absolute_paths(resolved, Path.cwd())
-    return resolved
+    return origins
 
 
 #: scenario keys holding file or folder paths (stored absolute in a resolved scenario)
 PATH_KEYS = (("data", "path"), ("data", "data_dir"))
 
 
-def _absolute_paths(sections: dict[str, dict[str, Any]], base: Path,
-                    into: dict[str, dict[str, Any]] | None = None) -> None:
+def _absolute_paths(sections: dict[str, dict[str, Any]], base: Path) -> None:
     """Make the non-empty string paths of :data:`PATH_KEYS` absolute against ``base``
-    (``~`` expanded), writing them into ``into`` (default: ``sections``)."""
-    into = sections if into is None else into
+    (``~`` expanded), in place."""
     for sec, key in PATH_KEYS:
         value = sections.get(sec, {}).get(key)
         if isinstance(value, str) and value:
             p = Path(value).expanduser()
-            into.setdefault(sec, {})[key] = str(p if p.is_absolute() else base / p)
+            sections[sec][key] = str(p if p.is_absolute() else base / p)
 
 
 def scenario_from_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...] = (),
@@ -459,12 +461,7 @@ def scenario_from_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ..
             raise ScenarioError(f"{source}: [{sec}] must be a table (a dict)")
         node.update(copy.deepcopy(values))
     sections = _flatten_sections(nested, source)
-    origins: dict[tuple[str, str], str] = {}
-    for text in overrides:
-        section, key, value = parse_override(text)
-        sections.setdefault(section, {})[key] = value
-        origins[(section, key)] = f"--set {text}"
-    resolved = validate(sections, source, origins)
+    resolved = validate(sections, source, _apply_overrides(sections, overrides))
     _absolute_paths(resolved, Path.cwd())
     return resolved
 

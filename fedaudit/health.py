@@ -41,7 +41,7 @@ def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.n
     if round_ < min(CHECK_FROM_ROUND, rounds):
         return None
     level = chance_level(y_test)
-    if not (accuracy <= level.bound) and math.isfinite(accuracy):
+    if math.isfinite(accuracy) and accuracy > level.bound:
         return None
     causes = (f"train.lr = {train['lr']:g}"
               + (f" with train.momentum = {train['momentum']:g}" if train["optimizer"] == "sgd"

@@ -30,11 +30,12 @@ EXIT_INTERRUPTED = 130
 DEADLINE_SECONDS = 8.0
 
 
-def _children_by_parent() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the command name) of every process:
+    ``[state, ppid, pgrp, session, ...]``; nothing where /proc does not exist."""
     proc = Path("/proc")
     if not proc.is_dir():  # not Linux: nothing to enumerate
-        return out
+        return
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -43,9 +44,14 @@ def _children_by_parent() -> dict[int, list[int]]:
         except OSError:  # exited meanwhile
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        fields = stat[stat.rfind(")") + 2:].split()
+        yield int(entry.name), stat[stat.rfind(")") + 2:].split()
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for pid, fields in process_stats():
         if len(fields) >= 2:
-            out.setdefault(int(fields[1]), []).append(int(entry.name))
+            out.setdefault(int(fields[1]), []).append(pid)
     return out
 
 

@@ -103,6 +103,12 @@ def attack_sets(scenario: dict, data: FederatedData) -> list[dict[str, np.ndarra
     return sets
 
 
+def scored_ids(sets: list[dict]) -> np.ndarray:
+    """Every distinct sample an attack scores: all clients' members and non-members."""
+    return np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
+                                     for s in sets]))
+
+
 def attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
     """Each method's keyword options from its ``[attack.<name>]`` table (the options it
     declared at registration); a value equal to the option's ``unset`` is left out, so the
@@ -126,7 +132,7 @@ class AttackProgress:
     (target, method) in run.log."""
 
     def __init__(self, progress, targets: list[str], methods: list[str], n_samples: int,
-                 queries: dict[str, int]) -> None:
+                 queries: dict[str, float]) -> None:
         self.progress, self.targets, self.methods = progress, targets, methods
         self.n, self.queries = n_samples, queries
         self.total = len(targets) * n_samples
@@ -165,8 +171,7 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
     cfg = scenario["attack"]
     oracle = Oracle(model, batch_size=cfg["batch_size"], device=device)
     del model  # the attacker holds the oracle only
-    ids = np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
-                                    for s in sets]))
+    ids = scored_ids(sets)
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
     raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg["methods"],
                            attack_options(scenario),
@@ -304,10 +309,8 @@ def post_training(scenario: dict, data: FederatedData, recorder, extra: list, ru
         targets += [(f"quantized:{name}", sd) for name, sd in releases.items()]
     rows: list[tuple] = []
     by_target: dict[str, dict] = {}
-    n_scored = len(np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
-                                             for s in sets])))
     tracker = AttackProgress(progress, [t for t, _ in targets], list(scenario["attack"]["methods"]),
-                             n_scored, _queries_per_sample(scenario, data))
+                             len(scored_ids(sets)), _queries_per_sample(scenario, data))
     for target, state in targets:
         tracker.start_target(target)
         model.load_state_dict(state)

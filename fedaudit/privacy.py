@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Iterable
+
 
 def rdp_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
     """Epsilon at ``delta`` of ``steps`` compositions of the sampled Gaussian mechanism

@@ -277,8 +277,6 @@ def test_imagefolder_scenario_passes_preflight(tmp_path):
 def test_imagefolder_skipped_files_reach_run_log_and_results(tmp_path):
     """The loader's warning is printed at validation, and a run keeps it (run.log and
     results.json warnings) although its data comes from the validation's cache."""
-    import json
-
     import fedaudit
 
     rng = np.random.default_rng(2)

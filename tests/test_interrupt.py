@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaudit.interrupt import descendants
+from fedaudit.interrupt import descendants, process_stats
 
 SMALL = ["federation.num_clients=3", "federation.rounds=3", "audit.quantization.quantizers=['fp32', 'binary']",
          "attack.methods=['loss']"]
@@ -28,17 +28,7 @@ def _start(out: Path, *extra: str) -> subprocess.Popen:
 
 def _session_processes(sid: int) -> list[int]:
     """Live processes of session ``sid`` (what a Ctrl-C'd run may leave behind)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(entry.name))
-    return out
+    return [pid for pid, fields in process_stats() if int(fields[3]) == sid and fields[0] != "Z"]
 
 
 def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 300.0) -> None:

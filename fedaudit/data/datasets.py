@@ -42,7 +42,8 @@ LOADERS = DATASETS  # the former name
 
 
 def register_dataset(name: str, *, replace: bool = False, **meta):
-    """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``."""
+    """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``;
+    ``needs_path=True`` makes ``data.path`` required for it."""
     return DATASETS.register(name, replace=replace, **meta)
 
 
@@ -100,7 +101,7 @@ for _name in _TORCHVISION:
     register_dataset(_name)(lambda cfg, _n=_name: _load_torchvision(_n, cfg))
 
 
-@register_dataset("npz")
+@register_dataset("npz", needs_path=True)
 def load_npz_dataset(cfg: dict) -> Dataset:
     """A user's own data: ``x`` (N,H,W or N,C,H,W; uint8 in 0..255 or float in [0,1]),
     ``y`` (N,) integer labels, optional ``classes`` (names)."""
@@ -191,7 +192,7 @@ def _read_image(file: Path, size: int) -> tuple[np.ndarray, tuple[int, int]]:
     return (arr[None] if gray else arr.transpose(2, 0, 1)), original
 
 
-@register_dataset("imagefolder")
+@register_dataset("imagefolder", needs_path=True)
 def load_imagefolder_dataset(cfg: dict) -> Dataset:
     """A user's own images laid out like torchvision's ImageFolder: ``path/<class>/<file>``.
 

@@ -166,7 +166,7 @@ def section_clients(run: RunData) -> str:
             canaries[s.get("client")] = canaries.get(s.get("client"), 0) + 1
     head1 = ('<tr><th rowspan="2">client</th><th rowspan="2">examples</th>'
              '<th rowspan="2">labels</th><th colspan="2">GNQ</th>'
-             + (f'<th rowspan="2">canaries</th>' if canaries else "")
+             + ('<th rowspan="2">canaries</th>' if canaries else "")
              + "".join(f'<th colspan="2">{method_label(m)}</th>' for m in methods) + "</tr>")
     head2 = ("<tr><th>update total</th><th>sample mean</th>"
              + "".join("<th>AUC</th><th>TPR@1%</th>" for _ in methods) + "</tr>")

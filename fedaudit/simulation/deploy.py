@@ -23,7 +23,7 @@ from pathlib import Path
 
 import tomli_w
 
-from fedaudit.config import ScenarioError
+from fedaudit.errors import ScenarioError
 
 #: set for the managed SuperLink at its start: without it Flower 1.42 runs ``uv sync`` for
 #: the app and would download torch

@@ -45,12 +45,14 @@ def _client_registries() -> dict[str, Any]:
             "quantizers": QUANTIZERS, "attacks": ATTACKS}
 
 
-def _code(obj: Any) -> Any:
-    return getattr(obj, "fn", obj)  # a QuantizerSpec carries the user's function
+def _code_of(key: Any, obj: Any) -> list[Any]:
+    """The code objects of a registration: the registered object (a QuantizerSpec's
+    function) and, for GNQ kernels, the module type it is keyed by."""
+    return [getattr(obj, "fn", obj), *([key] if isinstance(key, type) else [])]
 
 
-def _is_user_code(obj: Any) -> bool:
-    module = getattr(_code(obj), "__module__", None) or ""
+def _is_user_code(code: Any) -> bool:
+    module = getattr(code, "__module__", None) or ""
     return module.split(".")[0] not in BUILTIN_PACKAGES
 
 
@@ -60,7 +62,7 @@ def user_plugins() -> list[PluginEntry]:
     for name, reg in _client_registries().items():
         for key in reg:
             entry = reg.entry(key)
-            if _is_user_code(entry.obj) or (isinstance(key, type) and _is_user_code(key)):
+            if any(_is_user_code(c) for c in _code_of(key, entry.obj)):
                 out.append(PluginEntry(name, key, entry.obj, dict(entry.meta)))
     return out
 
@@ -88,8 +90,8 @@ def client_app_with_plugins(entries: list[PluginEntry]):
     from ray import cloudpickle
 
     for e in entries:
-        for obj in (_code(e.obj), e.key):
-            module = sys.modules.get(getattr(obj, "__module__", "") or "")
-            if module is not None and module.__name__ != "__main__" and _is_user_code(obj):
+        for code in _code_of(e.key, e.obj):
+            module = sys.modules.get(getattr(code, "__module__", "") or "")
+            if module is not None and module.__name__ != "__main__" and _is_user_code(code):
                 cloudpickle.register_pickle_by_value(module)
     return make_client_app([RegisterPlugins(entries)])

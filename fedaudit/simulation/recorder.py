@@ -25,12 +25,21 @@ log = logging.getLogger("fedaudit")
 
 
 class Progress(Protocol):
+    """What a run reports (:class:`fedaudit.progress.RichProgress` on the console)."""
+
+    def started(self, run_dir: Path) -> None: ...
     def round_done(self, round_: int, record: dict) -> None: ...
     def phase(self, text: str) -> None: ...
     def step(self, name: str, done: int, total: int, info: str = "") -> None: ...
+    def warn(self, text: str) -> None: ...
 
 
 class _NoProgress:
+    """Progress to run.log only."""
+
+    def started(self, run_dir: Path) -> None:
+        pass
+
     def round_done(self, round_: int, record: dict) -> None:
         pass
 
@@ -39,6 +48,9 @@ class _NoProgress:
 
     def step(self, name: str, done: int, total: int, info: str = "") -> None:
         pass
+
+    def warn(self, text: str) -> None:
+        pass  # the recorder has logged it
 
 
 class RunRecorder:
@@ -127,7 +139,7 @@ class RunRecorder:
         if warning:
             record["warning"] = warning
             log.warning("%s", warning)
-            if self.progress is not None and hasattr(self.progress, "warn"):
+            if self.progress is not None:
                 self.progress.warn(warning)
         if audit.dp_steps:  # dp-sgd: every reply that declared steps, accepted or rejected
             record["dp_steps"] = {str(k): v for k, v in sorted(audit.dp_steps.items())}

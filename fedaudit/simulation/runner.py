@@ -64,7 +64,6 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
         verbose: bool = False, resume_dir: str | os.PathLike | None = None) -> tuple[Path, dict]:
     """Run a validated scenario; return (run directory, results).  With ``resume_dir``
     (a run directory holding this scenario) continue after its last finished round."""
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.app import Context
@@ -81,7 +80,7 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
         atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     else:
         run_dir = Path(resume_dir)
-    if hasattr(progress, "started"):
+    if progress is not None:
         progress.started(run_dir)
     holder: dict = {}
     server_app = ServerApp()
