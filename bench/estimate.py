@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 from bench.gnq import _interleaved_medians  # noqa: E402
 from fedaudit.gnq import GhostAuditor  # noqa: E402
 from fedaudit.models import build_model  # noqa: E402
+from fedaudit.scenario import Scenario  # noqa: E402
 
 CIFAR10_IMAGES = 60_000  # torchvision train (50,000) + test (10,000), as fedaudit loads it
 EPOCH_IMAGES = 5_000
@@ -104,7 +105,7 @@ def resnet18_step_costs(batch: int = 64, repeats: int = 3, warmup: int = 1, seed
     return out
 
 
-def scenario_work(scenario: dict, dataset_images: int = CIFAR10_IMAGES,
+def scenario_work(scenario: Scenario, dataset_images: int = CIFAR10_IMAGES,
                   resmia_steps: int = 5) -> dict:
     """Counts of the scenario's work (upper bounds where duplicates may collapse).
 
@@ -116,31 +117,31 @@ def scenario_work(scenario: dict, dataset_images: int = CIFAR10_IMAGES,
     per sample (Res-MIA ``K + 1``, each baseline 1); Res-MIA confidence curves once more on
     the global model.
     """
-    d, fed, tr = scenario["data"], scenario["federation"], scenario["train"]
-    q, att = scenario["audit.quantization"], scenario["attack"]
-    test = round(dataset_images * d["test_fraction"])
-    holdout = round(dataset_images * d["holdout_fraction"])
+    d, fed, tr = scenario.data, scenario.federation, scenario.train
+    q, att = scenario.audit.quantization, scenario.attack
+    test = round(dataset_images * d.test_fraction)
+    holdout = round(dataset_images * d.holdout_fraction)
     train = dataset_images - test - holdout
-    per_client = train // fed["num_clients"]
-    train_steps = fed["rounds"] * fed["num_clients"] * tr["local_epochs"] * per_client
-    ckpts = fed["rounds"] if q["checkpoints"] == "all" else min(
-        fed["rounds"], int(q["checkpoints"].split("-", 1)[1]))
-    n_q = len(q["quantizers"]) if q["enabled"] else 0
+    per_client = train // fed.num_clients
+    train_steps = fed.rounds * fed.num_clients * tr.local_epochs * per_client
+    ckpts = fed.rounds if q.checkpoints == "all" else min(
+        fed.rounds, int(q.checkpoints.split("-", 1)[1]))
+    n_q = len(q.quantizers) if q.enabled else 0
     ptq = n_q * (ckpts + 1) * test
-    members = fed["num_clients"] * min(att["members_per_client"] or per_client, per_client)
-    queries = sum(resmia_steps + 1 if m == "resmia" else 1 for m in att["methods"])
-    targets = (1 if "global" in att["targets"] else 0) + (
-        n_q if "quantized" in att["targets"] else 0)
-    attack = (targets * 2 * members * queries if att["enabled"] else 0)
-    curves = 2 * members * (resmia_steps + 1) if att["enabled"] and "resmia" in att["methods"] else 0
-    evals = fed["rounds"] * test
+    members = fed.num_clients * min(att.members_per_client or per_client, per_client)
+    queries = sum(resmia_steps + 1 if m == "resmia" else 1 for m in att.methods)
+    targets = (1 if "global" in att.targets else 0) + (
+        n_q if "quantized" in att.targets else 0)
+    attack = (targets * 2 * members * queries if att.enabled else 0)
+    curves = 2 * members * (resmia_steps + 1) if att.enabled and "resmia" in att.methods else 0
+    evals = fed.rounds * test
     return {"train_split": train, "per_client": per_client, "test_split": test,
             "train_sample_steps": train_steps,
-            "train_batches": fed["rounds"] * fed["num_clients"] * tr["local_epochs"]
-            * math.ceil(per_client / tr["batch_size"]),
+            "train_batches": fed.rounds * fed.num_clients * tr.local_epochs
+            * math.ceil(per_client / tr.batch_size),
             "forwards_eval": evals, "forwards_ptq_max": ptq, "forwards_attack_max": attack,
             "forwards_curves_max": curves, "forwards_total_max": evals + ptq + attack + curves,
-            "audit_client_gnq": scenario["audit.gnq"]["client"]}
+            "audit_client_gnq": scenario.audit.gnq.client}
 
 
 def cifar10_resnet18_estimate(costs: dict, gpu_tflops: tuple[float, ...] = GPU_TFLOPS) -> dict:

@@ -282,34 +282,34 @@ def plain_fedavg(overrides: list[str], *, threads: int | None = None) -> dict:
     from fedaudit.training import evaluate, pick_device, train_local
 
     scenario = load_scenario("quickstart", overrides)
-    seed = scenario["scenario"]["seed"]
+    seed = scenario.scenario.seed
     data = build_federated_data(scenario)
-    device = pick_device(scenario["train"]["device"])
-    n_clients = scenario["federation"]["num_clients"]
-    if (scenario["federation"]["fraction_train"] < 1.0
-            or scenario["federation"]["strategy"] != "FedAvg"
-            or scenario.get("defense", {}).get("kind", "none") != "none"):
+    device = pick_device(scenario.train.device)
+    n_clients = scenario.federation.num_clients
+    if (scenario.federation.fraction_train < 1.0
+            or scenario.federation.strategy != "FedAvg"
+            or scenario.defense.kind != "none"):
         raise ValueError("plain_fedavg reproduces plain FedAvg (every client each round, no "
                          "defense) only")
-    gnq = scenario["audit.gnq"]
+    gnq = scenario.audit.gnq
     saved = torch.get_num_threads()
-    torch.set_num_threads(threads or max(1, int(scenario["federation.client_resources"]["num_cpus"])))
+    torch.set_num_threads(threads or max(1, int(scenario.federation.client_resources.num_cpus)))
     try:
         t0 = time.perf_counter()
-        global_model = model_for(scenario, data, seed=seed)
+        global_model = model_for(scenario.model, data, seed=seed)
         global_state = {k: v.clone() for k, v in global_model.state_dict().items()}
         acc = loss = float("nan")
         round_times = []
-        for rnd in range(1, scenario["federation"]["rounds"] + 1):
+        for rnd in range(1, scenario.federation.rounds + 1):
             t_round = time.perf_counter()
             states, weights = [], []
             for pid in range(n_clients):
                 cs = client_seed(seed, rnd, pid)
                 torch.manual_seed(cs)
-                model = model_for(scenario, data, seed=seed)
+                model = model_for(scenario.model, data, seed=seed)
                 model.load_state_dict(global_state)
-                res = train_local(model, data.x, data.y, data.clients[pid], scenario["train"],
-                                  seed=cs, device=device, gnq=gnq if gnq["client"] else None)
+                res = train_local(model, data.x, data.y, data.clients[pid], scenario.train,
+                                  seed=cs, device=device, gnq=gnq if gnq.client else None)
                 states.append({k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
                 weights.append(res.num_examples)
             total = float(sum(weights))
@@ -326,7 +326,7 @@ def plain_fedavg(overrides: list[str], *, threads: int | None = None) -> dict:
         torch.set_num_threads(saved)
     return {"seconds": seconds, "round_seconds": statistics.median(round_times),
             "test_accuracy": acc, "test_loss": loss,
-            "threads": threads or int(scenario["federation.client_resources"]["num_cpus"])}
+            "threads": threads or int(scenario.federation.client_resources.num_cpus)}
 
 
 def _median_dict(runs: list[dict], keys: tuple[str, ...]) -> dict:

@@ -23,16 +23,21 @@ from pathlib import Path
 
 from fedaudit.errors import ScenarioError
 from fedaudit.rundata import RESULTS_NAME, SCORES_NAME
+from fedaudit.scenario import Scenario
 
-ScenarioLike = str | os.PathLike | dict
+ScenarioLike = str | os.PathLike | dict | Scenario
 
 
-def validate(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = ()) -> dict:
-    """The resolved scenario (every default filled in, paths absolute) after every check
-    ``fedaudit run`` makes before training: schema, data, partitions, model, resources."""
+def validate(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """The resolved, typed scenario (every default filled in, paths absolute) after every
+    check ``fedaudit run`` makes before training: schema, data, partitions, model,
+    resources.  A :class:`~fedaudit.scenario.Scenario` given is validated again (with
+    ``overrides`` applied)."""
     from fedaudit.config import load_scenario, scenario_from_dict
     from fedaudit.preflight import check_scenario
 
+    if isinstance(scenario, Scenario):
+        scenario = scenario.sections()
     if isinstance(scenario, dict):
         resolved = scenario_from_dict(scenario, list(overrides))
     else:
@@ -104,7 +109,7 @@ def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
 
     resolved = validate(scenario, list(overrides or ()))
     if progress:
-        with RichProgress(resolved["federation"]["rounds"]) as bar:
+        with RichProgress(resolved.federation.rounds) as bar:
             run_dir, results = simulate(resolved, out, progress=bar)
     else:
         run_dir, results = simulate(resolved, out)

@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedaudit.simulation.runner import run
 
     t0 = time.perf_counter()
-    with RichProgress(scenario["federation"]["rounds"]) as progress, \
+    with RichProgress(scenario.federation.rounds) as progress, \
             stop_cleanly_on_sigint(progress.interrupted, before_exit=progress.bar.stop):
         run_dir, results = run(scenario, args.out, progress=progress, verbose=args.verbose,
                                resume_dir=args.resume)
@@ -172,7 +172,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             args.scenario, args.grids, args.overrides, args.out, quantized=args.quantized,
             report=args.report, announce=lambda text: console.print(
                 f"[bold]sweep[/] {rich_escape(text)}", highlight=False),
-            progress=lambda point: RichProgress(point.scenario["federation"]["rounds"]))
+            progress=lambda point: RichProgress(point.scenario.federation.rounds))
     print_table(rows, title=f"sweep {sweep_dir.name}")
     failed = sum(r.get("status") == "failed" for r in rows)
     if failed:
@@ -231,7 +231,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from fedaudit.simulation.deploy import deploy
 
     scenario = validate_all(args.scenario, args.overrides)
-    res = deploy(args.scenario, args.overrides, scenario["federation"]["num_clients"],
+    res = deploy(args.scenario, args.overrides, scenario.federation.num_clients,
                  Path(args.out), app=Path(args.app) if args.app else None)
     if res.status != "finished:completed" or res.run_dir is None:
         print(f"fedaudit: error: Flower run {res.run_id or '(none)'} ended {res.status}"
@@ -243,9 +243,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     scenario = validate_all(args.scenario, args.overrides)
-    print(f"{args.scenario}: ok ({scenario['federation']['num_clients']} clients, "
-          f"{scenario['federation']['rounds']} rounds, {scenario['data']['dataset']}, "
-          f"{scenario['model']['name']})")
+    print(f"{args.scenario}: ok ({scenario.federation.num_clients} clients, "
+          f"{scenario.federation.rounds} rounds, {scenario.data.dataset}, "
+          f"{scenario.model.name})")
     return 0
 
 

@@ -28,7 +28,8 @@ from typing import Any, Iterable
 
 from fedaudit.config import ScenarioError
 from fedaudit.report.format import fmt, fmt_g
-from fedaudit.rundata import RESULTS_NAME, RUN_MARKERS, RunData, load_run, num, ordered_methods
+from fedaudit.rundata import (RESULTS_NAME, RUN_MARKERS, RunData, load_run, method_label, num,
+                              ordered_methods)
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")
@@ -198,8 +199,6 @@ _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "rqn_mean": 
 
 
 def _header(col: str) -> str:
-    from fedaudit.rundata import method_label
-
     for sfx, what in (("_auc", "AUC"), ("_tpr_1pct_fpr", "TPR@1%")):
         if col.endswith(sfx):
             m = col[:-len(sfx)]
@@ -306,7 +305,6 @@ def _table_width(widths: Iterable[int]) -> int:
 @dataclass
 class _Part:
     """One table of a split layout."""
-
     rows: list[dict[str, Any]]
     ids: list[str]  # identifying columns (left)
     widths: dict[str, int]  # every column of the table

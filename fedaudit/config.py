@@ -15,6 +15,7 @@ they are written in TOML headers, so ``--set audit.gnq.lam=0.1`` and
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import tomllib
 from importlib import resources
@@ -26,6 +27,7 @@ import tomli_w
 
 from fedaudit.errors import ScenarioError
 from fedaudit.options import Field, check_value as _check_value, option as _f
+from fedaudit.scenario import Scenario
 
 
 def _flower_strategies() -> tuple[str, ...]:
@@ -73,15 +75,6 @@ def _check_quantizers(names: list[str]) -> str | None:
 STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
 
 
-def num_sampled_clients(scenario: dict) -> tuple[int, int]:
-    """(min_train_nodes, how many clients FedAvg samples each round) for the scenario's
-    ``num_clients`` SuperNodes (flwr's FedAvg.configure_train rule)."""
-    fed = scenario["federation"]
-    n = fed["num_clients"]
-    min_train = max(1, min(n, round(fed["fraction_train"] * n)))
-    return min_train, max(int(n * fed["fraction_train"]), min_train)
-
-
 def _check_checkpoints(value: str) -> str | None:
     if value == "all" or re.fullmatch(r"last-[1-9][0-9]*", value):
         return None
@@ -101,10 +94,6 @@ def _check_targets(targets: list[str]) -> str | None:
     if bad:
         return f"unknown target {bad[0]!r}; allowed: global, quantized"
     return None
-
-
-def _check_delta(value: float) -> str | None:
-    return None if 0.0 < value < 1.0 else "out of range, must be > 0 and < 1"
 
 
 #: the fixed part of the schema; :func:`schema` adds each attack's ``[attack.<name>]``
@@ -222,21 +211,13 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
         "seed": _f(int, 0, "seed of the fault draws", min=0),
     },
     "defense": {
-        "kind": _f(str, "none", "privacy defense: none; dp-sgd (local DP-SGD with Opacus on "
-                   "every client); dp-server / dp-client (Flower's central-DP wrappers, "
-                   "server- or client-side fixed clipping of updates + Gaussian noise on the "
-                   "aggregate); clip (server-side update clipping, no noise)",
+        "kind": _f(str, "none", "privacy defense (a registered defense; docs/algorithms.md "
+                   "section 6): none; dp-sgd (local DP-SGD with Opacus on every client); "
+                   "dp-server / dp-client (Flower's central-DP wrappers, server- or "
+                   "client-side fixed clipping of updates + Gaussian noise on the "
+                   "aggregate); clip (server-side update clipping, no noise); the other keys "
+                   "of [defense] are the options the defenses declare",
                    choices=lambda: _defenses().names()),
-        "noise_multiplier": _f(float, 1.0, "Gaussian noise std / clip_norm (dp-sgd: per step "
-                               "on the summed clipped per-sample gradients; dp-server / "
-                               "dp-client: on the sum of clipped updates); ignored by clip",
-                               min=0.0),
-        "clip_norm": _f(float, 1.0, "dp-sgd: per-sample gradient max L2 norm; dp-server / "
-                        "dp-client / clip: max L2 norm of a client's model update",
-                        min=0.0, min_exclusive=True),
-        "delta": _f(float, 1e-5, "the delta at which epsilon is reported (0 < delta < 1; "
-                    "take it below 1 / (samples per client) for dp-sgd, below 1 / num_clients "
-                    "for dp-server / dp-client)", check=_check_delta),
     },
     "canaries": {
         "count": _f(int, 0, "canaries per listed client (0 = none)", min=0),
@@ -247,10 +228,26 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
 }
 
 
+def _defense_options() -> dict[str, Field]:
+    """The union of the options the registered defenses declare (one ``[defense]`` table
+    for every kind; a key two defenses share must be declared identically)."""
+    out: dict[str, Field] = {}
+    # the kind declaring most options first, so the table keeps its familiar key order
+    for defense in sorted((_defenses().get(k) for k in _defenses().names()),
+                          key=lambda d: -len(d.options)):
+        for key, f in defense.options.items():
+            if key == "kind" or out.get(key, f) != f:
+                raise ScenarioError(f"defense {defense.kind!r}: option {key!r} clashes with another "
+                                    "defense's declaration of [defense] " + key)
+            out[key] = f
+    return out
+
+
 def schema() -> dict[str, dict[str, Field]]:
     """Every table and key a scenario may have: :data:`BASE_SCHEMA` plus, for each
-    registered attack that declares options, the table ``[attack.<name>]`` (read from the
-    registry each time, so an attack registered in a notebook is known at once)."""
+    registered attack that declares options, the table ``[attack.<name>]``, and in
+    ``[defense]`` the options the registered defenses declare (read from the registries
+    each time, so a plug-in registered in a notebook is known at once)."""
     attacks = _registries()[3]
     out: dict[str, dict[str, Field]] = {}
     for sec, fields in BASE_SCHEMA.items():
@@ -260,6 +257,8 @@ def schema() -> dict[str, dict[str, Field]]:
                 opts = attacks.meta(name).get("options") or {}
                 if opts:
                     out[f"attack.{name}"] = dict(opts)
+        if sec == "defense":
+            out[sec] = {**fields, **_defense_options()}
     return out
 
 
@@ -304,7 +303,7 @@ def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, A
 
 
 def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
-             origins: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
+             origins: dict[tuple[str, str], str] | None = None) -> Scenario:
     """Return the resolved scenario (defaults filled in) or raise :class:`ScenarioError`.
     ``origins`` names where a key's value came from when not from ``source`` (e.g. the
     ``--set`` argument), so an error blames the right place."""
@@ -319,32 +318,33 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
                 raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
                                     f"[{sec}]: " + ", ".join(fields))
             resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
-    _check_cross(resolved, source)
-    return resolved
+    scenario = Scenario.from_sections(resolved)
+    _check_cross(scenario, source)
+    return scenario
 
 
-def _check_cross(s: dict[str, dict[str, Any]], source: str) -> None:
+def _check_cross(s: Scenario, source: str) -> None:
     """Constraints that involve several keys."""
-    d, fed = s["data"], s["federation"]
-    if d["holdout_fraction"] + d["test_fraction"] >= 0.95:
+    d, fed = s.data, s.federation
+    if d.holdout_fraction + d.test_fraction >= 0.95:
         raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
-                            f"{d['holdout_fraction'] + d['test_fraction']:g}: must be < 0.95 "
+                            f"{d.holdout_fraction + d.test_fraction:g}: must be < 0.95 "
                             "so clients keep training data")
-    if _registries()[0].meta(d["dataset"]).get("needs_path") and not d["path"]:
+    if _registries()[0].meta(d.dataset).get("needs_path") and not d.path:
         raise ScenarioError(f"{source}: data.path is required when data.dataset = "
-                            f"{d['dataset']!r}")
-    if fed["min_clients"] > fed["num_clients"]:
-        raise ScenarioError(f"{source}: federation.min_clients = {fed['min_clients']}: must be "
-                            f"<= federation.num_clients ({fed['num_clients']})")
-    bad = [c for c in s["canaries"]["clients"] if not 0 <= c < fed["num_clients"]]
-    if s["canaries"]["count"] and bad:
-        raise ScenarioError(f"{source}: canaries.clients = {s['canaries']['clients']!r}: client "
-                            f"{bad[0]} does not exist; allowed: 0..{fed['num_clients'] - 1}")
-    problem = _defenses().get(s["defense"]["kind"]).check(s)
+                            f"{d.dataset!r}")
+    if fed.min_clients > fed.num_clients:
+        raise ScenarioError(f"{source}: federation.min_clients = {fed.min_clients}: must be "
+                            f"<= federation.num_clients ({fed.num_clients})")
+    bad = [c for c in s.canaries.clients if not 0 <= c < fed.num_clients]
+    if s.canaries.count and bad:
+        raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
+                            f"client {bad[0]} does not exist; allowed: "
+                            f"0..{fed.num_clients - 1}")
+    problem = _defenses().get(s.defense.kind).check(s)
     if problem:
         raise ScenarioError(f"{source}: {problem}")
-    res = s["federation.client_resources"]
-    if s["train"]["device"] == "cuda" and res["num_gpus"] == 0:
+    if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "
                             "federation.client_resources.num_gpus > 0")
 
@@ -400,7 +400,7 @@ def find_scenario(name_or_path: str) -> Path:
                         + ", ".join(sorted(bundled)))
 
 
-def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Load a scenario by bundled name or path, apply ``--set`` overrides, validate."""
     path = find_scenario(name_or_path)
     try:
@@ -417,8 +417,7 @@ def load_scenario(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()
     resolved = validate(sections, str(path), _apply_overrides(sections, overrides))
     # --set paths and the defaults are relative to the cwd: a run's scenario.toml must
     # mean the same from any directory
-    _absolute_paths(resolved, Path.cwd())
-    return resolved
+    return _absolute_data_paths(resolved, Path.cwd())
 
 
 def _apply_overrides(sections: dict[str, dict[str, Any]],
@@ -437,18 +436,30 @@ def _apply_overrides(sections: dict[str, dict[str, Any]],
 PATH_KEYS = (("data", "path"), ("data", "data_dir"))
 
 
+def _absolute(value: str, base: Path) -> str:
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else base / p)
+
+
 def _absolute_paths(sections: dict[str, dict[str, Any]], base: Path) -> None:
     """Make the non-empty string paths of :data:`PATH_KEYS` absolute against ``base``
     (``~`` expanded), in place."""
     for sec, key in PATH_KEYS:
         value = sections.get(sec, {}).get(key)
         if isinstance(value, str) and value:
-            p = Path(value).expanduser()
-            sections[sec][key] = str(p if p.is_absolute() else base / p)
+            sections[sec][key] = _absolute(value, base)
+
+
+def _absolute_data_paths(scenario: Scenario, base: Path) -> Scenario:
+    """:func:`_absolute_paths` for a validated scenario (paths from defaults included)."""
+    d = scenario.data
+    return scenario.replace(data=dataclasses.replace(
+        d, path=_absolute(d.path, base) if d.path else "",
+        data_dir=_absolute(d.data_dir, base) if d.data_dir else ""))
 
 
 def scenario_from_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...] = (),
-                       source: str = "scenario dict") -> dict[str, dict[str, Any]]:
+                       source: str = "scenario dict") -> Scenario:
     """Validate a scenario given as a dict: nested like the TOML
     (``{"federation": {"rounds": 2}}``) or with dotted table names
     (``{"audit.gnq": {"client": False}}``); relative paths are taken from the cwd."""
@@ -462,14 +473,19 @@ def scenario_from_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ..
         node.update(copy.deepcopy(values))
     sections = _flatten_sections(nested, source)
     resolved = validate(sections, source, _apply_overrides(sections, overrides))
-    _absolute_paths(resolved, Path.cwd())
-    return resolved
+    return _absolute_data_paths(resolved, Path.cwd())
 
 
-def to_toml(scenario: dict[str, dict[str, Any]]) -> str:
+def to_toml(scenario: Scenario) -> str:
     """Serialise a resolved scenario as nested TOML tables (round-trips through load)."""
+    return sections_to_toml(scenario.sections())
+
+
+def sections_to_toml(sections: dict[str, dict[str, Any]]) -> str:
+    """``{"dotted.table": {key: value}}`` as nested TOML tables (also for the scenario
+    recorded in an older run's results.json, which may lack newer keys)."""
     nested: dict[str, Any] = {}
-    for sec, values in scenario.items():
+    for sec, values in sections.items():
         node = nested
         for part in sec.split("."):
             node = node.setdefault(part, {})
@@ -477,6 +493,6 @@ def to_toml(scenario: dict[str, dict[str, Any]]) -> str:
     return tomli_w.dumps(nested)
 
 
-def from_toml(text: str, source: str = "scenario") -> dict[str, dict[str, Any]]:
+def from_toml(text: str, source: str = "scenario") -> Scenario:
     """Parse and validate a scenario given as TOML text (e.g. a run's scenario.toml)."""
     return validate(_flatten_sections(tomllib.loads(text), source), source)

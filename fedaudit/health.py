@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedaudit.scenario import TrainConfig
+
 #: the first round after which the check runs (earlier rounds may still be warming up)
 CHECK_FROM_ROUND = 3
 NOISE_SIGMAS = 3.0
@@ -35,7 +37,7 @@ def chance_level(y_test: np.ndarray) -> ChanceLevel:
 
 
 def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.ndarray,
-                         train: dict, failures: int = 0) -> str | None:
+                         train: TrainConfig, failures: int = 0) -> str | None:
     """A one-line warning when the global model is still at chance level after round
     ``min(CHECK_FROM_ROUND, rounds)``; None otherwise (and before that round)."""
     if round_ < min(CHECK_FROM_ROUND, rounds):
@@ -43,9 +45,9 @@ def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.n
     level = chance_level(y_test)
     if math.isfinite(accuracy) and accuracy > level.bound:
         return None
-    causes = (f"train.lr = {train['lr']:g}"
-              + (f" with train.momentum = {train['momentum']:g}" if train["optimizer"] == "sgd"
-                 else f" ({train['optimizer']})")
+    causes = (f"train.lr = {train.lr:g}"
+              + (f" with train.momentum = {train.momentum:g}" if train.optimizer == "sgd"
+                 else f" ({train.optimizer})")
               + " (too high diverges, too low stalls), or data not scaled to [0, 1]")
     if failures:
         causes += f"; {failures} client replies were rejected in this round (see run.log)"

@@ -17,16 +17,27 @@ Decisions the papers leave open (also in the README and docs/algorithms.md):
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import spearmanr
 
+from attacks.membership import evaluate_attacks, sample_members, sample_nonmembers
+from attacks.oracle import Oracle
+from attacks.registry import ATTACKS
+from attacks.registry import attack_options as declared
+from attacks.resmia import resmia_scores
 from fedaudit.data import FederatedData
+from fedaudit.metrics import membership_metrics
+from fedaudit.models import model_for
 from fedaudit.options import PASS_ALWAYS
+from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
 from fedaudit.rundir import atomic_save_npz, load_checkpoint
+from fedaudit.scenario import Scenario
 from fedaudit.training import per_sample_losses
 
 log = logging.getLogger("fedaudit")
@@ -39,20 +50,17 @@ def _trajectory(recorder, spec: str) -> list[Path]:
     return paths
 
 
-def quantization_audit(scenario: dict, data: FederatedData, recorders: list, device: torch.device,
+def quantization_audit(scenario: Scenario, data: FederatedData, recorders: list, device: torch.device,
                        progress) -> tuple[list[dict], dict[str, dict]]:
     """One entry per quantizer (results.json ``quantization``) and the quantized releases."""
-    from fedaudit.models import model_for
-    from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
-
-    cfg = scenario["audit.quantization"]
-    model = model_for(scenario, data)
+    cfg = scenario.audit.quantization
+    model = model_for(scenario.model, data, seed=scenario.seed)
     xt, yt = data.x[data.test], data.y[data.test]
-    trajectories = [[load_checkpoint(p) for p in _trajectory(r, cfg["checkpoints"])]
+    trajectories = [[load_checkpoint(p) for p in _trajectory(r, cfg.checkpoints)]
                     for r in recorders]
     release = trajectories[0][-1]
     entries, releases = [], {}
-    names = cfg["quantizers"]
+    names = cfg.quantizers
     for i, name in enumerate(names):
         progress.step("quantization", i, len(names), name)
         spec = quantizer_info(name)
@@ -82,17 +90,15 @@ def quantization_audit(scenario: dict, data: FederatedData, recorders: list, dev
     return entries, releases
 
 
-def attack_sets(scenario: dict, data: FederatedData) -> list[dict[str, np.ndarray]]:
+def attack_sets(scenario: Scenario, data: FederatedData) -> list[dict[str, np.ndarray]]:
     """Per client: member ids and class-matched holdout non-member ids."""
-    from attacks.membership import sample_members, sample_nonmembers
-
-    cfg = scenario["attack"]
+    cfg = scenario.attack
     sets = []
     for c, ids in enumerate(data.clients):
-        rng = np.random.default_rng([cfg["seed"], c])
+        rng = np.random.default_rng([cfg.seed, c])
         cap = min(len(ids), len(data.holdout))
-        if cfg["members_per_client"]:
-            cap = min(cap, cfg["members_per_client"])
+        if cfg.members_per_client:
+            cap = min(cap, cfg.members_per_client)
         members = sample_members(ids, cap if cap < len(ids) else None, rng)
         draw = sample_nonmembers(data.y[members], data.y[data.holdout], rng)
         if draw.mismatched:
@@ -109,16 +115,15 @@ def scored_ids(sets: list[dict]) -> np.ndarray:
                                      for s in sets]))
 
 
-def attack_options(scenario: dict) -> dict[str, dict[str, Any]]:
+def attack_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
     """Each method's keyword options from its ``[attack.<name>]`` table (the options it
     declared at registration); a value equal to the option's ``unset`` is left out, so the
     attack uses its own default."""
-    from attacks.registry import attack_options as declared
 
     out: dict[str, dict[str, Any]] = {}
-    for method in scenario["attack"]["methods"]:
+    for method in scenario.attack.methods:
         fields = declared(method)
-        values = scenario.get(f"attack.{method}", {})
+        values = scenario.attack.options.get(method, {})
         out[method] = {k: v for k, v in values.items()
                        if k in fields and not (fields[k].unset is not PASS_ALWAYS
                                                and v == fields[k].unset)}
@@ -160,20 +165,16 @@ class AttackProgress:
         self._show(self.methods[nxt] if nxt < len(self.methods) else "done")
 
 
-def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
+def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedData,
                   sets: list[dict], device: torch.device,
                   tracker: AttackProgress | None = None) -> dict[str, Any]:
     """Every attack against one released model; per-client and pooled metrics."""
-    from attacks.membership import evaluate_attacks
-    from attacks.oracle import Oracle
-    from fedaudit.metrics import membership_metrics
-
-    cfg = scenario["attack"]
-    oracle = Oracle(model, batch_size=cfg["batch_size"], device=device)
+    cfg = scenario.attack
+    oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
     del model  # the attacker holds the oracle only
     ids = scored_ids(sets)
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
-    raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg["methods"],
+    raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg.methods,
                            attack_options(scenario),
                            on_method=tracker.method_done if tracker is not None else None)
     pos = {int(i): k for k, i in enumerate(ids)}
@@ -197,14 +198,13 @@ def attack_target(model: torch.nn.Module, scenario: dict, data: FederatedData,
     return out
 
 
-def _queries_per_sample(scenario: dict, data: FederatedData) -> dict[str, float]:
+def _queries_per_sample(scenario: Scenario, data: FederatedData) -> dict[str, float]:
     """Oracle queries per sample of each method (for the ETA only): the ``cost`` an attack
     declared at registration, else 1."""
-    from attacks.registry import ATTACKS
 
     opts = attack_options(scenario)
     out = {}
-    for m in scenario["attack"]["methods"]:
+    for m in scenario.attack.methods:
         cost = ATTACKS.meta(m).get("cost")
         try:
             out[m] = float(cost(data.x.shape[1:], **opts[m])) if cost else 1.0
@@ -219,16 +219,14 @@ def _metrics(m: dict) -> dict:
     return {k: m[k] for k in keys if k in m}
 
 
-def resmia_curves(model: torch.nn.Module, scenario: dict, data: FederatedData, sets: list[dict],
+def resmia_curves(model: torch.nn.Module, scenario: Scenario, data: FederatedData, sets: list[dict],
                   device: torch.device) -> dict[str, list[float]]:
     """Mean confidence of the predicted class at each erosion step, members vs non-members
     (pooled over clients) -- the report's confidence-decay figure."""
-    from attacks.oracle import Oracle
-    from attacks.resmia import resmia_scores
 
     opts = attack_options(scenario)["resmia"]
     del opts["score"]
-    oracle = Oracle(model, batch_size=scenario["attack"]["batch_size"], device=device)
+    oracle = Oracle(model, batch_size=scenario.attack.batch_size, device=device)
     out = {}
     for key in ("members", "nonmembers"):
         ids = np.unique(np.concatenate([s[key] for s in sets]))
@@ -244,7 +242,6 @@ def gnq_attack_link(results: dict, scores_global: dict, samples_path: Path) -> d
     - per sample: the Res-MIA TPR at a 5% FPR threshold on the members whose client-side
       GNQ (mean over rounds) is in the top 5%, against all members.
     """
-    from scipy.stats import spearmanr
 
     out: dict[str, Any] = {}
     if "resmia" not in scores_global["pooled"]:
@@ -283,33 +280,31 @@ def gnq_attack_link(results: dict, scores_global: dict, samples_path: Path) -> d
     return out
 
 
-def post_training(scenario: dict, data: FederatedData, recorder, extra: list, run_dir: Path,
+def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list, run_dir: Path,
                   results: dict, device: torch.device, progress) -> dict[str, float]:
     """Fill ``results`` with quantization, attacks and their links; write scores.npz."""
-    from fedaudit.models import model_for
-
     timing = {"audit_seconds": 0.0, "attack_seconds": 0.0}
     t0 = time.perf_counter()
     releases: dict[str, dict] = {}
-    if scenario["audit.quantization"]["enabled"]:
+    if scenario.audit.quantization.enabled:
         entries, releases = quantization_audit(scenario, data, [recorder, *extra], device,
                                                progress)
         results["quantization"] = entries
     timing["audit_seconds"] = time.perf_counter() - t0
 
-    if not scenario["attack"]["enabled"]:
+    if not scenario.attack.enabled:
         return timing
     t0 = time.perf_counter()
     sets = attack_sets(scenario, data)
-    model = model_for(scenario, data)
+    model = model_for(scenario.model, data, seed=scenario.seed)
     targets: list[tuple[str, dict]] = []
-    if "global" in scenario["attack"]["targets"]:
+    if "global" in scenario.attack.targets:
         targets.append(("global", recorder.current))
-    if "quantized" in scenario["attack"]["targets"]:
+    if "quantized" in scenario.attack.targets:
         targets += [(f"quantized:{name}", sd) for name, sd in releases.items()]
     rows: list[tuple] = []
     by_target: dict[str, dict] = {}
-    tracker = AttackProgress(progress, [t for t, _ in targets], list(scenario["attack"]["methods"]),
+    tracker = AttackProgress(progress, [t for t, _ in targets], list(scenario.attack.methods),
                              len(scored_ids(sets)), _queries_per_sample(scenario, data))
     for target, state in targets:
         tracker.start_target(target)
@@ -325,7 +320,7 @@ def post_training(scenario: dict, data: FederatedData, recorder, extra: list, ru
             client["attack_set"] = {"members": int(len(sets[c]["members"])),
                                     "nonmembers": int(len(sets[c]["nonmembers"])),
                                     "label_mismatched_nonmembers": int(sets[c]["mismatched"])}
-        if "resmia" in scenario["attack"]["methods"]:
+        if "resmia" in scenario.attack.methods:
             model.load_state_dict(recorder.current)
             results["resmia_curves"] = resmia_curves(model, scenario, data, sets, device)
         link = gnq_attack_link(results, g, run_dir / "gnq_samples.npz")
@@ -355,9 +350,7 @@ def post_training(scenario: dict, data: FederatedData, recorder, extra: list, ru
 def rqn_vs_attack(entries: list[dict]) -> dict[str, dict]:
     """Spearman correlation between r_Qn and each attack's AUC across quantizers.
     The paper's claim: higher r -> lower attack success, i.e. a negative correlation."""
-    import math
 
-    from scipy.stats import spearmanr
 
     out = {}
     methods = sorted({m for e in entries for m in e["attacks"]})

@@ -8,52 +8,52 @@ import os
 from pathlib import Path
 
 from fedaudit.config import STATEFUL_STRATEGIES, ScenarioError, from_toml, load_scenario
+from fedaudit.data import build_federated_data
+from fedaudit.models import model_for
+from fedaudit.scenario import Scenario
 
 
-def check_resources(scenario: dict) -> None:
+def check_resources(scenario: Scenario) -> None:
     """Client actors must fit on the machine, or Ray never schedules them (a silent hang)."""
-    if scenario["federation.init_args"]["address"]:
+    if scenario.federation.init_args.address:
         return  # an existing cluster: its resources are not known here
-    res = scenario["federation.client_resources"]
-    cpus = scenario["federation.init_args"]["num_cpus"] or os.cpu_count() or 1
-    if res["num_cpus"] > cpus:
-        raise ScenarioError(f"federation.client_resources.num_cpus = {res['num_cpus']}: more than "
+    res = scenario.federation.client_resources
+    cpus = scenario.federation.init_args.num_cpus or os.cpu_count() or 1
+    if res.num_cpus > cpus:
+        raise ScenarioError(f"federation.client_resources.num_cpus = {res.num_cpus}: more than "
                             f"the {cpus} CPUs Ray will have; allowed: > 0 and <= {cpus}")
-    if res["num_gpus"] > 0:
+    if res.num_gpus > 0:
         import torch
 
         gpus = torch.cuda.device_count()
-        if scenario["federation.init_args"]["num_gpus"] >= 0:
-            gpus = min(gpus, scenario["federation.init_args"]["num_gpus"])
+        if scenario.federation.init_args.num_gpus >= 0:
+            gpus = min(gpus, scenario.federation.init_args.num_gpus)
         if gpus == 0:
-            raise ScenarioError(f"federation.client_resources.num_gpus = {res['num_gpus']}: no GPU "
+            raise ScenarioError(f"federation.client_resources.num_gpus = {res.num_gpus}: no GPU "
                                 "is visible here; set it to 0 (CPU actors) or run on a GPU machine")
-        if res["num_gpus"] > gpus:
-            raise ScenarioError(f"federation.client_resources.num_gpus = {res['num_gpus']}: more "
+        if res.num_gpus > gpus:
+            raise ScenarioError(f"federation.client_resources.num_gpus = {res.num_gpus}: more "
                                 f"than the {gpus} GPUs visible; allowed: <= {gpus}")
 
 
-def check_scenario(scenario: dict) -> dict:
+def check_scenario(scenario: Scenario) -> Scenario:
     """Data, partitions, model and resources of an already schema-validated scenario."""
-    from fedaudit.data import build_federated_data
-    from fedaudit.models import model_for
-
     check_resources(scenario)
     data = build_federated_data(scenario)
     try:
-        model_for(scenario, data)(__import__("torch").from_numpy(data.x[:2].copy()))
+        model_for(scenario.model, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:
-        raise ScenarioError(f"model.name = {scenario['model']['name']!r} does not fit the data "
+        raise ScenarioError(f"model.name = {scenario.model.name!r} does not fit the data "
                             f"shape {tuple(data.x.shape[1:])}: {str(exc).splitlines()[0]}") from None
     return scenario
 
 
-def validate_all(name: str, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+def validate_all(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Load, validate and check a scenario by bundled name or path."""
     return check_scenario(load_scenario(name, overrides))
 
 
-def load_resume(run_dir: str | os.PathLike) -> dict:
+def load_resume(run_dir: str | os.PathLike) -> Scenario:
     """The scenario of a run directory to resume, with the checks resuming needs."""
     path = Path(run_dir)
     toml = path / "scenario.toml"
@@ -67,7 +67,7 @@ def load_resume(run_dir: str | os.PathLike) -> dict:
         if isinstance(exc, ScenarioError):
             raise
         raise ScenarioError(f"{toml}: not a valid scenario: {exc}") from None
-    strategy = scenario["federation"]["strategy"]
+    strategy = scenario.federation.strategy
     if strategy in STATEFUL_STRATEGIES and (path / "rounds.jsonl").exists():
         raise ScenarioError(f"--resume {run_dir}: federation.strategy = {strategy!r} keeps server "
                             "optimizer state between rounds that is not checkpointed; resume "

@@ -8,20 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import percentileofscore
 
-from fedaudit.version import __version__
-from fedaudit.config import num_sampled_clients
 from fedaudit.data import FederatedData
+from fedaudit.defenses import defense_summary
 from fedaudit.rundir import atomic_save_npz
+from fedaudit.scenario import Scenario
+from fedaudit.version import __version__
 
 log = logging.getLogger("fedaudit")
 
 
-def assemble_results(scenario: dict, data: FederatedData, recorder,
+def assemble_results(scenario: Scenario, data: FederatedData, recorder,
                      run_dir: Path) -> dict[str, Any]:
     """results.json up to the post-training sections; writes gnq_samples.npz."""
     last = recorder.rounds[-1]
-    n_clients = scenario["federation"]["num_clients"]
+    n_clients = scenario.federation.num_clients
     clients: list[dict[str, Any]] = []
     per_round = {c: [] for c in range(n_clients)}
     for rec in recorder.rounds:
@@ -45,8 +47,8 @@ def assemble_results(scenario: dict, data: FederatedData, recorder,
                         "label_histogram": labels.tolist(), "gnq": gnq, "attacks": {}})
     results: dict[str, Any] = {
         "fedaudit_version": __version__,
-        "seed": scenario["scenario"]["seed"],
-        "scenario": scenario,
+        "seed": scenario.seed,
+        "scenario": scenario.sections(),
         "run_dir": str(run_dir),
         "data": {"dataset": data.name, "num_samples": int(len(data.y)),
                  "train": int(len(data.train)), "holdout": int(len(data.holdout)),
@@ -66,16 +68,15 @@ def assemble_results(scenario: dict, data: FederatedData, recorder,
     return results
 
 
-def add_defense_results(results: dict, scenario: dict, recorder, *,
+def add_defense_results(results: dict, scenario: Scenario, recorder, *,
                         n_extra: int = 0) -> None:
     """results.json ``defense`` (:func:`fedaudit.defenses.defense_summary`: kind,
     parameters, epsilon, delta, accounting, notes) and, under dp-sgd, each client's
     ``dp`` entry (epsilon, steps, sample rate).  Epsilon is computed from rounds.jsonl, so a
     resumed run accounts its earlier rounds too."""
-    from fedaudit.defenses import defense_summary
 
     summary = defense_summary(scenario, recorder.rounds,
-                              num_sampled=num_sampled_clients(scenario)[1],
+                              num_sampled=scenario.federation.sampled_clients()[1],
                               extra_trajectories=n_extra)
     live = recorder.live_privacy
     if live is not None:
@@ -95,7 +96,6 @@ def add_defense_results(results: dict, scenario: dict, recorder, *,
 def canary_ranks(samples: dict[str, np.ndarray]) -> dict[str, Any]:
     """Percentile rank of each canary's mean GNQ (over rounds) among its client's samples
     (100 = the most unique sample of that client)."""
-    from scipy.stats import percentileofscore
 
     out = []
     for c in np.unique(samples["client"][samples["canary"]]):

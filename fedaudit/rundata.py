@@ -38,7 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from fedaudit.config import ScenarioError
+from attacks.registry import attack_label
+from fedaudit.config import ScenarioError, sections_to_toml
+from fedaudit.rundir import read_jsonl
 
 # ---- the layout --------------------------------------------------------------------------
 
@@ -62,7 +64,6 @@ def method_label(name: str) -> str:
     """The display name of an attack method: the ``label`` it was registered with
     (:func:`attacks.register_attack`), else the name itself (a run made with an attack
     this process does not know)."""
-    from attacks.registry import attack_label
 
     return attack_label(name)
 
@@ -93,7 +94,6 @@ def num(x: Any) -> float | None:
 @dataclass
 class RunData:
     """A finished run directory, loaded once; the npz files are read lazily."""
-
     path: Path
     results: dict[str, Any]
     rounds: list[dict[str, Any]]
@@ -140,8 +140,6 @@ def pooled_scores(scores: dict[str, np.ndarray], target: str,
 
 def _scenario_from(results: dict[str, Any], run_dir: Path) -> tuple[dict, str | None]:
     """The resolved scenario (results.json first, scenario.toml second) and its TOML text."""
-    from fedaudit.config import to_toml
-
     text = None
     p = run_dir / SCENARIO_NAME
     if p.is_file():
@@ -152,7 +150,7 @@ def _scenario_from(results: dict[str, Any], run_dir: Path) -> tuple[dict, str | 
     scen = results.get("scenario")
     if isinstance(scen, dict) and scen:
         try:
-            return scen, to_toml(scen)
+            return scen, sections_to_toml(scen)
         except Exception:  # noqa: BLE001 - an odd value still leaves scenario.toml
             return scen, text
     if text is not None:
@@ -176,8 +174,6 @@ def _scenario_from(results: dict[str, Any], run_dir: Path) -> tuple[dict, str | 
 
 def load_run(run_dir: str | Path) -> RunData:
     """Load a finished run directory or raise :class:`ScenarioError` (one line, names the path)."""
-    from fedaudit.rundir import read_jsonl
-
     path = Path(run_dir)
     if not path.exists():
         raise ScenarioError(f"{path}: no such run directory")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Callable, ContextManager, Iterable
 
 from fedaudit.config import ScenarioError, load_scenario, parse_override
 from fedaudit.rundir import create_unique_dir
+from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
@@ -44,7 +44,7 @@ class SweepPoint:
     index: int  # 1-based
     overrides: tuple[str, ...]  # the grid's key=value strings, applied after --set
     params: dict[str, Any]
-    scenario: dict[str, dict[str, Any]]
+    scenario: Scenario
 
     @property
     def label(self) -> str:
@@ -92,19 +92,18 @@ def parse_grid(spec: str) -> GridAxis:
     return GridAxis(key, tuple(values))
 
 
-def _data_key(scenario: dict) -> str:
+def _data_key(scenario: Scenario) -> str:
     """Sections that decide the data split and the model's input shape."""
-    return json.dumps({k: scenario.get(k) for k in ("scenario", "data", "federation",
-                                                     "canaries", "model")},
-                      sort_keys=True, default=str)
+    return repr((scenario.scenario, scenario.data, scenario.federation, scenario.canaries,
+                 scenario.model))
 
 
-def check_data(scenario: dict) -> None:
+def check_data(scenario: Scenario) -> None:
     """What ``fedaudit run`` checks before training: data availability and model shape."""
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
 
-    model_for(scenario, build_federated_data(scenario))
+    model_for(scenario.model, build_federated_data(scenario), seed=scenario.seed)
 
 
 def plan_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (), *,
@@ -148,10 +147,8 @@ def plan_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (), *,
 
 
 def _failed_row(point: SweepPoint, run_name: str, exc: BaseException) -> dict[str, Any]:
-    defense = point.scenario.get("defense", {})
-    return {"run": run_name, "scenario": point.scenario["scenario"]["name"],
-            "defense": str(defense.get("kind", "none")) if isinstance(defense, dict)
-            else "none", "release": "global", "status": "failed",
+    return {"run": run_name, "scenario": point.scenario.name,
+            "defense": point.scenario.defense.kind, "release": "global", "status": "failed",
             "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]}
 
 
@@ -213,7 +210,7 @@ def run_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (),
     sets = list(sets)
     points = plan_sweep(scenario, grids, sets)
     sweep_dir = create_unique_dir(
-        out, "sweep-" + load_scenario(scenario, sets)["scenario"]["name"]).resolve()
+        out, "sweep-" + load_scenario(scenario, sets).name).resolve()
     rows = run_points(points, sweep_dir, quantized=quantized, report=report,
                       progress=progress, announce=announce)
     return sweep_dir, rows

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from fedaudit.gnq import GhostAuditor, gnq_from_gram_options
+from fedaudit.scenario import GnqConfig, TrainConfig
 
 
 def pick_device(preference: str = "auto") -> torch.device:
@@ -19,11 +25,11 @@ def pick_device(preference: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
-    if cfg["optimizer"] == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    return torch.optim.SGD(model.parameters(), lr=cfg["lr"], momentum=cfg["momentum"],
-                           weight_decay=cfg["weight_decay"])
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                           weight_decay=cfg.weight_decay)
 
 
 @dataclass
@@ -38,15 +44,16 @@ class TrainResult:
     dp_sample_rate: float | None = None  # DP-SGD: Poisson sampling rate of those steps
 
 
-def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray, cfg: dict,
-                *, seed: int, device: torch.device, gnq: dict | None = None,
-                dp: dict | None = None) -> TrainResult:
-    """Train ``model`` in place on samples ``ids`` for ``cfg['local_epochs']`` epochs.
+def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
+                cfg: TrainConfig, *, seed: int, device: torch.device,
+                gnq: GnqConfig | None = None,
+                dp: Mapping[str, Any] | None = None) -> TrainResult:
+    """Train ``model`` in place on samples ``ids`` for ``cfg.local_epochs`` epochs.
 
     With ``gnq`` (the ``[audit.gnq]`` table) every batch is also scored with in-run ghost
     GNQ: the hooks observe the ordinary backward pass, so the update is unchanged.
-    With ``dp`` (the ``[defense]`` table, kind ``dp-sgd``) the client trains with DP-SGD
-    instead (:func:`train_local_dpsgd`).
+    With ``dp`` (``noise_multiplier`` and ``clip_norm``: what the ``dp-sgd`` defense's
+    ``local_dp`` gives) the client trains with DP-SGD instead (:func:`train_local_dpsgd`).
     """
     if dp is not None:
         return train_local_dpsgd(model, x, y, ids, cfg, seed=seed, device=device, gnq=gnq,
@@ -59,17 +66,16 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     ys = torch.from_numpy(np.ascontiguousarray(y[ids])).to(device)
     auditor = None
     if gnq is not None:
-        from fedaudit.gnq import GhostAuditor
 
-        auditor = GhostAuditor(model, lam=gnq["lam"], lam_mode=gnq["lam_mode"], rho=gnq["rho"],
+        auditor = GhostAuditor(model, lam=gnq.lam, lam_mode=gnq.lam_mode, rho=gnq.rho,
                                loss_reduction="mean")
     total, steps = 0.0, 0
     gnq_ids, gnq_scores, gnq_epochs = [], [], []
     n = len(ids)
-    for epoch in range(1, cfg["local_epochs"] + 1):
+    for epoch in range(1, cfg.local_epochs + 1):
         order = torch.randperm(n, generator=gen)
-        for start in range(0, n, cfg["batch_size"]):
-            idx = order[start:start + cfg["batch_size"]]
+        for start in range(0, n, cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
             xb, yb = xs[idx.to(device)], ys[idx.to(device)]
             opt.zero_grad(set_to_none=True)
             if auditor is not None:
@@ -98,9 +104,10 @@ def _sub_seed(seed: int, stream: int) -> int:
 
 
 def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
-                      cfg: dict, *, seed: int, device: torch.device, noise_multiplier: float,
-                      clip_norm: float, gnq: dict | None = None) -> TrainResult:
-    """Local DP-SGD with Opacus: ``cfg['local_epochs']`` passes of Poisson-sampled batches.
+                      cfg: TrainConfig, *, seed: int, device: torch.device,
+                      noise_multiplier: float, clip_norm: float,
+                      gnq: GnqConfig | None = None) -> TrainResult:
+    """Local DP-SGD with Opacus: ``cfg.local_epochs`` passes of Poisson-sampled batches.
 
     ``PrivacyEngine(secure_mode=False).make_private(poisson_sampling=True)`` over a
     DataLoader of the client's samples: each step includes every sample independently
@@ -119,7 +126,6 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     With ``gnq`` every batch is scored by :func:`dp_clipped_gnq` on the clipped per-sample
     gradients Opacus materialised for the step.
     """
-    import warnings
 
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
@@ -131,7 +137,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
                             torch.arange(n))
     sampler_gen = torch.Generator().manual_seed(_sub_seed(seed, 1))
     noise_gen = torch.Generator(device=device).manual_seed(_sub_seed(seed, 2))
-    loader = DataLoader(dataset, batch_size=cfg["batch_size"], shuffle=True,
+    loader = DataLoader(dataset, batch_size=cfg.batch_size, shuffle=True,
                         generator=sampler_gen)
     opt = make_optimizer(model, cfg)
     with warnings.catch_warnings():
@@ -149,7 +155,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
         with warnings.catch_warnings():
             # Opacus' full backward hooks on the first layer, whose input needs no grad
             warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
-            for epoch in range(1, cfg["local_epochs"] + 1):
+            for epoch in range(1, cfg.local_epochs + 1):
                 for xb, yb, ib in dp_loader:
                     xb, yb = xb.to(device), yb.to(device)
                     b = len(yb)
@@ -178,7 +184,8 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     return res
 
 
-def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float, gnq: dict) -> torch.Tensor:
+def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float,
+                   gnq: GnqConfig) -> torch.Tensor:
     """GNQ of each sample of a DP-SGD step, from the CLIPPED per-sample gradients.
 
     Under DP-SGD the model learns from f_i g_i, not from g_i: Opacus clips each per-sample
@@ -205,7 +212,6 @@ def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float, gnq: dict
     Returns:
         float64 (B,) scores.
     """
-    from fedaudit.gnq import gnq_from_gram_options
 
     flat = [g.reshape(len(g), -1) for g in grad_samples]
     norms = torch.stack([g.norm(2, dim=-1) for g in flat], dim=1).norm(2, dim=1)
@@ -219,7 +225,7 @@ def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float, gnq: dict
         K.addmm_(g64, g64.T)
     K = f[:, None] * K * f[None, :]
     K = (K + K.T).mul_(0.5)
-    return gnq_from_gram_options(K, lam=gnq["lam"], lam_mode=gnq["lam_mode"], rho=gnq["rho"])
+    return gnq_from_gram_options(K, lam=gnq.lam, lam_mode=gnq.lam_mode, rho=gnq.rho)
 
 
 @torch.inference_mode()

@@ -31,6 +31,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from fedaudit import wire
+from fedaudit.scenario import GnqConfig
 
 log = logging.getLogger("fedaudit")
 
@@ -85,7 +86,7 @@ class AuditingStrategy(Strategy):
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
-                 gnq_server: dict | None = None, min_clients: int = 1,
+                 gnq_server: GnqConfig | None = None, min_clients: int = 1,
                  round_offset: int = 0) -> None:
         self.strategy = strategy
         self.round_offset = round_offset
@@ -216,9 +217,9 @@ class AuditingStrategy(Strategy):
         if self.gnq_server is not None and len(updates) >= 2:
             from fedaudit.gnq import gnq_of_updates
 
-            scores = gnq_of_updates(np.stack(updates), lam=self.gnq_server["lam"],
-                                    lam_mode=self.gnq_server["lam_mode"],
-                                    rho=self.gnq_server["rho"])
+            scores = gnq_of_updates(np.stack(updates), lam=self.gnq_server.lam,
+                                    lam_mode=self.gnq_server.lam_mode,
+                                    rho=self.gnq_server.rho)
             for record, s in zip(audit.clients, np.asarray(scores, dtype=np.float64)):
                 record.gnq_update = float(s)
 

@@ -44,6 +44,8 @@ from flwr.supercore.privacy_accounting import (GaussianPrivacyEvent, Neighboring
                                                PrivacyConfig, PrivacySpent, SamplingMethod)
 
 from fedaudit import wire
+from fedaudit.defenses import get_defense
+from fedaudit.scenario import DefenseConfig
 
 #: metric every client sends (value 1) under dp-server / dp-client / clip: FedAvg weighs
 #: by it, i.e. uniformly -- what the noise calibration and Flower's accountant assume
@@ -175,24 +177,23 @@ WRAPPERS: dict[str, type] = {"server-fixed-clipping": SeededServerSideFixedClipp
                              "client-fixed-clipping": SeededClientSideFixedClipping}
 
 
-def wrap_defense(strategy: Strategy, defense: dict, *, num_clients: int, num_sampled: int,
-                 seed: int) -> Strategy:
+def wrap_defense(strategy: Strategy, defense: DefenseConfig, *, num_clients: int,
+                 num_sampled: int, seed: int) -> Strategy:
     """The Flower wrapper the ``[defense]`` table's kind names, around ``strategy``; the
     strategy itself when the kind has none (``none``; ``dp-sgd`` lives on the clients).
     With noise, the wrapper gets an accountant."""
-    from fedaudit.defenses import get_defense
 
-    kind = get_defense(defense["kind"])
+    kind = get_defense(defense.kind)
     if kind.wrapper is None:
         return strategy
     sigma = kind.noise_multiplier(defense)
     accountant = None
     if sigma > 0:
         accountant = OpacusGaussianAccountant(PrivacyConfig(
-            target_delta=float(defense["delta"]), population_size=num_clients,
+            target_delta=float(defense.options["delta"]), population_size=num_clients,
             neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
             sampling_method=SamplingMethod.NO_AMPLIFICATION))
-    return WRAPPERS[kind.wrapper](strategy, sigma, float(defense["clip_norm"]), num_sampled,
+    return WRAPPERS[kind.wrapper](strategy, sigma, float(defense.options["clip_norm"]), num_sampled,
                                   seed=seed, accountant=accountant)
 
 

@@ -73,10 +73,10 @@ def test_relative_data_path_is_relative_to_the_scenario_file(tmp_path, monkeypat
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     scenario = load_scenario(str(toml))
-    assert scenario["data"]["path"] == str(tmp_path / "scratch" / "mine.npz")
-    assert scenario["data"]["data_dir"] == str(elsewhere / "data")  # a default: the cwd
+    assert scenario.data.path == str(tmp_path / "scratch" / "mine.npz")
+    assert scenario.data.data_dir == str(elsewhere / "data")  # a default: the cwd
     # --set paths are the user's words on the command line: relative to the cwd
-    assert load_scenario(str(toml), ["data.path=other.npz"])["data"]["path"] == \
+    assert load_scenario(str(toml), ["data.path=other.npz"]).data.path == \
         str(elsewhere / "other.npz")
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fedaudit.config import (SCHEMA, ScenarioError, bundled_scenarios, defaults, from_toml,
+from fedaudit.config import (SCHEMA, ScenarioError, bundled_scenarios, defaults, from_toml, schema,
                              load_scenario, parse_override, to_toml, validate)
 
 
@@ -20,12 +20,12 @@ def test_bundled_scenarios_validate():
     assert "quickstart" in names
     for name in names:
         s = load_scenario(name)
-        assert s["scenario"]["name"]
+        assert s.scenario.name
 
 
 def test_defaults_cover_schema_and_round_trip():
     s = validate({})
-    assert set(s) == set(SCHEMA)
+    assert set(s.sections()) == set(SCHEMA)
     assert from_toml(to_toml(s)) == s
     q = load_scenario("quickstart")
     assert from_toml(to_toml(q)) == q
@@ -70,12 +70,12 @@ def test_override_sets_key_absent_from_file(tmp_path):
                              "data.partitioner=dirichlet", 'scenario.description="two words"',
                              "federation.client_resources.num_gpus=0.25",
                              "audit.quantization.quantizers=['int8', 'binary']"])
-    assert s["federation"]["rounds"] == 7
-    assert s["audit.gnq"]["lam"] == 0.5
-    assert s["data"]["partitioner"] == "dirichlet"
-    assert s["scenario"]["description"] == "two words"
-    assert s["federation.client_resources"]["num_gpus"] == 0.25
-    assert s["audit.quantization"]["quantizers"] == ["int8", "binary"]
+    assert s.federation.rounds == 7
+    assert s.audit.gnq.lam == 0.5
+    assert s.data.partitioner == "dirichlet"
+    assert s.scenario.description == "two words"
+    assert s.federation.client_resources.num_gpus == 0.25
+    assert s.audit.quantization.quantizers == ("int8", "binary")
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -103,7 +103,7 @@ def test_unknown_scenario_lists_bundled():
 
 def test_float_fields_accept_integers():
     s = validate({"train": {"lr": 1}})
-    assert s["train"]["lr"] == 1.0 and isinstance(s["train"]["lr"], float)
+    assert s.train.lr == 1.0 and isinstance(s.train.lr, float)
 
 
 def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
@@ -134,3 +134,42 @@ def test_cli_validate_ok():
 def test_defaults_are_valid_values():
     # every default must itself pass validation (a bad default would hide in every run)
     validate(defaults())
+
+
+def test_typed_tables_hold_exactly_the_schema_keys():
+    """Each dataclass of fedaudit.scenario has one field per key of its table (the nested
+    sub-tables and the plug-in options aside), so a key added to the schema and not to
+    the typed config (or the reverse) fails here."""
+    import dataclasses
+
+    from fedaudit.scenario import TABLES
+
+    from fedaudit.defenses import DEFENSES
+
+    sch = schema()
+    assert set(TABLES) == {t for t in sch if not t.startswith("attack.")}
+    for table, cls in TABLES.items():
+        fields = {f.name for f in dataclasses.fields(cls)
+                  if f.name not in ("client_resources", "init_args", "options")}
+        keys = {"kind"} if table == "defense" else set(sch[table])
+        assert fields == keys, table
+    declared = {k for kind in DEFENSES.names() for k in DEFENSES.get(kind).options}
+    assert set(sch["defense"]) == {"kind"} | declared == {"kind", "noise_multiplier",
+                                                           "clip_norm", "delta"}
+
+
+def test_scenario_is_typed_frozen_and_round_trips_its_sections():
+    import dataclasses
+
+    s = load_scenario("quickstart", ["attack.resmia.steps=3", "defense.kind=dp-sgd"])
+    assert s.attack.options["resmia"]["steps"] == 3 and s.defense.kind == "dp-sgd"
+    assert s.federation.client_resources.num_cpus == 1
+    assert s.audit.quantization.quantizers[0] == "fp32"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.train.lr = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.attack.options["resmia"]["steps"] = 4  # type: ignore[index]
+    assert validate(s.sections()) == s
+    assert s.federation.sampled_clients() == (10, 10)
+    assert load_scenario("quickstart", ["federation.fraction_train=0.25"]) \
+        .federation.sampled_clients() == (2, 2)

@@ -1,5 +1,7 @@
 """Splits, partitioners, loaders and canaries."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -69,7 +71,7 @@ def test_more_clients_than_samples_is_an_input_error():
 
 
 def test_digits_loader_shape_range():
-    ds = load_dataset(validate({})["data"])
+    ds = load_dataset(validate({}).data)
     assert ds.x.shape == (1797, 1, 8, 8) and ds.x.dtype == np.float32
     assert 0.0 <= ds.x.min() and ds.x.max() <= 1.0
     assert ds.num_classes == 10
@@ -99,10 +101,15 @@ def test_mislabeled_canaries_change_labels_noise_changes_images():
     assert np.array_equal(y3, y) and x3[mask3].std() > 0.1 and np.all(x3[~mask3] == 0)
 
 
+def _data(**values):
+    """A ``[data]`` config with ``values`` (not cross-checked: the loaders are under test)."""
+    return dataclasses.replace(validate({}).data, **values)
+
+
 def _npz(tmp_path, **arrays):
     p = tmp_path / "d.npz"
     np.savez(p, **arrays)
-    return {"dataset": "npz", "path": str(p)}
+    return _data(dataset="npz", path=str(p))
 
 
 def test_npz_loader_accepts_uint8_and_float(tmp_path):
@@ -131,15 +138,15 @@ def test_npz_loader_errors(tmp_path, arrays, fragment):
 
 def test_npz_missing_and_corrupt(tmp_path):
     with pytest.raises(ScenarioError, match="no such file"):
-        load_dataset({"dataset": "npz", "path": str(tmp_path / "nope.npz")})
+        load_dataset(_data(dataset="npz", path=str(tmp_path / "nope.npz")))
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip")
     with pytest.raises(ScenarioError, match="not a readable .npz"):
-        load_dataset({"dataset": "npz", "path": str(bad)})
+        load_dataset(_data(dataset="npz", path=str(bad)))
 
 
 def test_torchvision_dataset_missing_offline_names_directory(tmp_path):
-    cfg = validate({"data": {"dataset": "cifar10", "data_dir": str(tmp_path)}})["data"]
+    cfg = validate({"data": {"dataset": "cifar10", "data_dir": str(tmp_path)}}).data
     with pytest.raises(ScenarioError) as exc:
         load_dataset(cfg)
     msg = str(exc.value)
@@ -157,7 +164,7 @@ def _png(path, arr):
 
 
 def _imagefolder(tmp_path, image_size=0):
-    return {"dataset": "imagefolder", "path": str(tmp_path / "imgs"), "image_size": image_size}
+    return _data(dataset="imagefolder", path=str(tmp_path / "imgs"), image_size=image_size)
 
 
 def test_imagefolder_loads_exact_pixels_labels_and_order(tmp_path):
@@ -236,11 +243,11 @@ def test_imagefolder_skips_corrupt_files_with_a_warning(tmp_path, caplog):
 
 def test_imagefolder_path_errors(tmp_path):
     with pytest.raises(ScenarioError, match=r"data.path = .*no such folder"):
-        load_dataset({"dataset": "imagefolder", "path": str(tmp_path / "nope")})
+        load_dataset(_data(dataset="imagefolder", path=str(tmp_path / "nope")))
     f = tmp_path / "file.png"
     f.write_bytes(b"x")
     with pytest.raises(ScenarioError, match=r"data.path = .*not a folder"):
-        load_dataset({"dataset": "imagefolder", "path": str(f)})
+        load_dataset(_data(dataset="imagefolder", path=str(f)))
     _png(tmp_path / "imgs" / "only" / "0.png", np.zeros((6, 6), np.uint8))
     with pytest.raises(ScenarioError, match=r"needs at least 2"):
         load_dataset(_imagefolder(tmp_path))
@@ -270,7 +277,7 @@ def test_imagefolder_scenario_passes_preflight(tmp_path):
                  f"path = '{(tmp_path / 'imgs').as_posix()}'\nimage_size = 6\n"
                  "[federation]\nnum_clients = 2\n")
     s = validate_all(str(p))
-    assert s["data"]["dataset"] == "imagefolder" and s["data"]["image_size"] == 6
+    assert s.data.dataset == "imagefolder" and s.data.image_size == 6
 
 
 @pytest.mark.e2e

@@ -1,6 +1,7 @@
 """The ``[defense]`` section: DP-SGD (Opacus), Flower's DP wrappers, clipping, accounting,
 GNQ on clipped per-sample gradients, and the privacy effect on the LOSS attack."""
 
+import dataclasses
 import json
 import math
 import warnings
@@ -17,11 +18,12 @@ from torch import nn
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.defenses import defense_summary
 from fedaudit.privacy import dpsgd_epsilon, gaussian_epsilon, json_epsilon
+from fedaudit.scenario import GnqConfig, TrainConfig
 from fedaudit.training import dp_clipped_gnq, train_local
 
 CPU = torch.device("cpu")
-GNQ_ABS = {"lam": 1e-2, "lam_mode": "absolute", "rho": 1e-2}
-GNQ_REL = {"lam": 1e-2, "lam_mode": "relative", "rho": 1e-2}
+GNQ_ABS = GnqConfig(client=True, server=True, lam=1e-2, lam_mode="absolute", rho=1e-2)
+GNQ_REL = dataclasses.replace(GNQ_ABS, lam_mode="relative")
 
 
 # ---------------------------------------------------------------- config validation
@@ -46,8 +48,8 @@ def test_defense_key_errors(override, fragment):
 
 def test_defense_defaults_and_cross_checks():
     s = load_scenario("quickstart")
-    assert s["defense"] == {"kind": "none", "noise_multiplier": 1.0, "clip_norm": 1.0,
-                            "delta": 1e-5}
+    assert s.defense.kind == "none"
+    assert dict(s.defense.options) == {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5}
     with pytest.raises(ScenarioError, match="federation.strategy = 'FedAvg'"):
         load_scenario("quickstart", ["defense.kind=dp-server", "federation.strategy=FedMedian"])
     # no noise: no accounting, any aggregator may be clipped
@@ -61,7 +63,7 @@ def test_defense_defaults_and_cross_checks():
                                   "defense-dpclient", "defense-clip"])
 def test_defense_scenarios_are_bundled(name):
     s = load_scenario(name)
-    assert s["defense"]["kind"] == name.split("-", 1)[1].replace("dpsgd", "dp-sgd") \
+    assert s.defense.kind == name.split("-", 1)[1].replace("dpsgd", "dp-sgd") \
         .replace("dpserver", "dp-server").replace("dpclient", "dp-client")
 
 
@@ -91,8 +93,8 @@ def test_dpsgd_epsilon_matches_privacy_engine_after_real_training():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(50, 1, 4, 4, generator=g)
     y = torch.randint(0, 3, (50,), generator=g)
-    cfg = {"local_epochs": 3, "batch_size": 8, "optimizer": "sgd", "lr": 0.05,
-           "momentum": 0.0, "weight_decay": 0.0}
+    cfg = TrainConfig(local_epochs=3, batch_size=8, optimizer="sgd", lr=0.05, momentum=0.0,
+                      weight_decay=0.0, device="cpu")
     model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
     res = train_local(model, x.numpy(), y.numpy(), np.arange(50), cfg, seed=1, device=CPU,
                       dp={"noise_multiplier": 0.9, "clip_norm": 1.0})
@@ -206,7 +208,8 @@ def test_dp_gnq_without_clipping_equals_naive_gnq(gnq):
 
     x, y = _batch()
     model = _gnq_model()
-    ref = gnq_scores(model, x, y, method="naive", **gnq)
+    ref = gnq_scores(model, x, y, method="naive", lam=gnq.lam, lam_mode=gnq.lam_mode,
+                     rho=gnq.rho)
     G = per_sample_gradients(model, x, y, lambda o, t: F.cross_entropy(o, t, reduction="none"))
     grads = _opacus_grad_samples(model, x, y, clip=1e12)
     # the scale convention: Opacus' rows (loss_reduction="mean") are the gradients of each
@@ -229,10 +232,10 @@ def test_dp_gnq_with_clipping_equals_hand_clipped_naive(gnq):
     C = float(norms.median())
     f = (C / (norms + 1e-6)).clamp(max=1.0)
     assert (f < 1).any() and (f == 1).any()
-    ref = naive_gnq_from_gradients(f[:, None] * G, gnq["lam"], gnq["lam_mode"], gnq["rho"])
+    ref = naive_gnq_from_gradients(f[:, None] * G, gnq.lam, gnq.lam_mode, gnq.rho)
     ours = dp_clipped_gnq(_opacus_grad_samples(model, x, y, clip=C), C, gnq)
     torch.testing.assert_close(ours, ref, rtol=1e-6, atol=0)
-    unclipped = naive_gnq_from_gradients(G, gnq["lam"], gnq["lam_mode"], gnq["rho"])
+    unclipped = naive_gnq_from_gradients(G, gnq.lam, gnq.lam_mode, gnq.rho)
     assert not torch.allclose(ours, unclipped, rtol=1e-3)
 
 
@@ -262,8 +265,8 @@ def test_dp_gnq_float32_gradients_of_a_wide_layer():
 
 # ---------------------------------------------------------------- local DP-SGD
 
-CFG = {"local_epochs": 2, "batch_size": 8, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9,
-       "weight_decay": 0.0}
+CFG = TrainConfig(local_epochs=2, batch_size=8, optimizer="sgd", lr=0.05, momentum=0.9,
+                  weight_decay=0.0, device="cpu")
 
 
 def _client_data(n=37, seed=0):
@@ -292,7 +295,7 @@ def test_dpsgd_training_is_deterministic_and_reports_accounting_inputs():
     assert not all(torch.equal(v, m3.state_dict()[k]) for k, v in m1.state_dict().items())
     assert np.array_equal(r1.gnq_ids, r2.gnq_ids) and np.array_equal(r1.gnq_scores, r2.gnq_scores)
     n = len(ids)
-    assert r1.dp_steps == r1.steps == CFG["local_epochs"] * math.ceil(n / 8)
+    assert r1.dp_steps == r1.steps == CFG.local_epochs * math.ceil(n / 8)
     assert r1.dp_sample_rate == pytest.approx(1 / math.ceil(n / 8))
     assert set(r1.gnq_ids) <= set(ids) and np.all(np.isfinite(r1.gnq_scores))
     assert len(r1.gnq_epochs) == len(r1.gnq_ids) and set(r1.gnq_epochs) == {1, 2}
@@ -303,7 +306,7 @@ def test_dpsgd_training_is_deterministic_and_reports_accounting_inputs():
 
 
 def test_dpsgd_survives_empty_poisson_batches():
-    cfg = {**CFG, "batch_size": 1, "local_epochs": 4}
+    cfg = dataclasses.replace(CFG, batch_size=1, local_epochs=4)
     model, res = _train_dp(0, ids=np.arange(3), cfg=cfg)  # q = 1/3: empty batches are likely
     assert res.dp_steps == 12 and np.isfinite(res.loss)
     assert len(res.gnq_ids) != 12  # Poisson batches: not one sample per step
@@ -317,7 +320,7 @@ def test_dpsgd_step_is_clipped_mean_plus_documented_noise():
     x, y = _client_data()
     start = {k: v.clone() for k, v in _gnq_model().float().state_dict().items()}
     lr, C, sigma, n = 0.05, 0.01, 1.0, 37
-    cfg = {**CFG, "momentum": 0.0, "local_epochs": 1, "batch_size": n, "lr": lr}
+    cfg = dataclasses.replace(CFG, momentum=0.0, local_epochs=1, batch_size=n, lr=lr)
     updates = {}
     for noise in (0.0, sigma):
         model = _gnq_model().float()
@@ -536,15 +539,15 @@ def _federated_loss_auc(noise: float | None) -> tuple[float, float]:
 
     s = load_scenario("defense-none", ["federation.rounds=3"])
     d = build_federated_data(s)
-    g = model_for(s, d)
+    g = model_for(s.model, d, seed=s.seed)
     state = {k: v.clone() for k, v in g.state_dict().items()}
     dp = None if noise is None else {"noise_multiplier": noise, "clip_norm": 1.0}
-    for r in range(1, s["federation"]["rounds"] + 1):
+    for r in range(1, s.federation.rounds + 1):
         states = []
         for c in range(len(d.clients)):
-            m = model_for(s, d)
+            m = model_for(s.model, d, seed=s.seed)
             m.load_state_dict(state)
-            train_local(m, d.x, d.y, d.clients[c], s["train"], seed=client_seed(0, r, c),
+            train_local(m, d.x, d.y, d.clients[c], s.train, seed=client_seed(0, r, c),
                         device=CPU, dp=dp)
             states.append(m.state_dict())
         state = {k: sum(st[k] for st in states) / len(states) for k in state}
@@ -658,7 +661,7 @@ def test_client_gnq_rows_carry_their_local_epoch():
     """Without DP every sample is scored once per local epoch, tagged with that epoch."""
     x, y = _client_data()
     ids = np.arange(3, len(y))  # a client's share of the data
-    cfg = {**CFG, "local_epochs": 3}
+    cfg = dataclasses.replace(CFG, local_epochs=3)
     res = train_local(_gnq_model().float(), x, y, ids, cfg, seed=0, device=CPU, gnq=GNQ_ABS)
     assert len(res.gnq_ids) == 3 * len(ids)
     for epoch in (1, 2, 3):

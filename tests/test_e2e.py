@@ -22,7 +22,7 @@ TINY = ["federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1
 def check_run_dir(run: Path, rounds: int, clients: int) -> dict:
     """The run-directory and results.json contract of the README's "What a run leaves"."""
     scenario = from_toml((run / "scenario.toml").read_text())
-    assert scenario["federation"]["rounds"] == rounds
+    assert scenario.federation.rounds == rounds
     lines = (run / "rounds.jsonl").read_text().splitlines()
     assert [json.loads(line)["round"] for line in lines] == list(range(1, rounds + 1))
     ckpts = sorted((run / "checkpoints").glob("round-*.pt"))

@@ -1,5 +1,6 @@
 """The chance-level warning: hand-computed bounds, and a run that cannot learn (lr = 10)."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -8,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from fedaudit.config import validate
 from fedaudit.health import chance_level, chance_level_warning
 
-TRAIN = {"lr": 10.0, "momentum": 0.9, "optimizer": "sgd"}
+TRAIN = dataclasses.replace(validate({}).train, lr=10.0, momentum=0.9, optimizer="sgd")
 
 
 def test_chance_level_is_the_majority_class_plus_three_standard_errors():
@@ -32,7 +34,7 @@ def test_warning_only_from_round_3_and_only_at_chance():
     assert chance_level_warning(3, 10, 0.66, y, TRAIN) is None  # above it
     assert chance_level_warning(3, 10, float("nan"), y, TRAIN) is not None
     assert chance_level_warning(1, 1, 0.5, y, TRAIN) is not None  # a 1-round run: its last
-    assert "(adam)" in chance_level_warning(3, 5, 0.5, y, {**TRAIN, "optimizer": "adam"})
+    assert "(adam)" in chance_level_warning(3, 5, 0.5, y, dataclasses.replace(TRAIN, optimizer="adam"))
 
 
 @pytest.mark.e2e

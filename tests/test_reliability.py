@@ -20,6 +20,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.rundir import load_checkpoint
+from fedaudit.scenario import GnqConfig
 from fedaudit.simulation.client import draw_faults
 from strategies.auditing import AuditingStrategy
 
@@ -46,7 +47,8 @@ def _reply(node: int, arrays: dict | None, *, pid: int | None = None, n: int = 1
 
 def _strategy(rounds: list, min_clients: int = 1) -> AuditingStrategy:
     strat = AuditingStrategy(FedAvg(fraction_evaluate=0.0), min_clients=min_clients,
-                             gnq_server={"lam": 1e-2, "lam_mode": "absolute", "rho": 1e-2},
+                             gnq_server=GnqConfig(client=True, server=True, lam=1e-2,
+                                                  lam_mode="absolute", rho=1e-2),
                              on_round=lambda r, arrays, audit: rounds.append((r, arrays, audit)))
     strat._global = ArrayRecord(GLOBAL)
     return strat
@@ -139,7 +141,7 @@ def test_faulty_clients_never_kill_the_run(tmp_path):
     scenario = load_scenario("quickstart", FAULTY)
     expected = []
     for r in range(1, 4):
-        faults = [draw_faults(scenario["faults"], r, c) for c in range(4)]
+        faults = [draw_faults(scenario.faults, r, c) for c in range(4)]
         expected.append(sum(crash or nan for crash, nan in faults))
     assert 0 < sum(expected) < 12  # the seed gives a mix of good and faulty replies
     run_dir, res = run(scenario, tmp_path)

@@ -229,10 +229,10 @@ def test_sweep_records_a_failed_point_and_goes_on(tiny_run, tmp_path, monkeypatc
     from fedaudit.sweep import plan_sweep, run_points
 
     def fake_run(scenario, out, progress=None, verbose=False):
-        if scenario["train"]["lr"] == 0.1:
+        if scenario.train.lr == 0.1:
             (Path(out) / "quickstart-broken").mkdir()
             raise RuntimeError("client actor died")
-        dst = _copy_run(tiny_run, Path(out) / f"quickstart-lr{scenario['train']['lr']}")
+        dst = _copy_run(tiny_run, Path(out) / f"quickstart-lr{scenario.train.lr}")
         return dst, json.loads((dst / "results.json").read_text())
 
     monkeypatch.setattr(runner, "run", fake_run)

@@ -1,8 +1,8 @@
 """Datasets, splits and federated partitions."""
 
-from fedaudit.data.datasets import DATASETS, LOADERS, Dataset, load_dataset, register_dataset
+from fedaudit.data.datasets import DATASETS, Dataset, load_dataset, register_dataset
 from fedaudit.data.federated import (FederatedData, build_federated_data, inject_canaries,
                                      partition_ids, split_ids)
 
-__all__ = ["DATASETS", "LOADERS", "Dataset", "FederatedData", "build_federated_data", "inject_canaries",
+__all__ = ["DATASETS", "Dataset", "FederatedData", "build_federated_data", "inject_canaries",
            "load_dataset", "partition_ids", "register_dataset", "split_ids"]

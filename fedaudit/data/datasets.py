@@ -13,6 +13,7 @@ import numpy as np
 
 from fedaudit.errors import ScenarioError
 from fedaudit.registry import Registry
+from fedaudit.scenario import DataConfig
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,10 @@ class Dataset:
         return tuple(self.x.shape[1:])  # type: ignore[return-value]
 
 
-#: name -> loader ``fn(data_cfg: dict) -> Dataset`` (``data_cfg``: the resolved ``[data]``
-#: table); the scenario's ``data.dataset`` choices come from here.
-DATASETS: Registry[str, Callable[[dict], Dataset]] = Registry(
+#: name -> loader ``fn(data_cfg: DataConfig) -> Dataset`` (``data_cfg``: the scenario's
+#: ``[data]`` table); the scenario's ``data.dataset`` choices come from here.
+DATASETS: Registry[str, Callable[[DataConfig], Dataset]] = Registry(
     "dataset", name_pattern=r"[a-z0-9][a-z0-9_.-]*")
-LOADERS = DATASETS  # the former name
 
 
 def register_dataset(name: str, *, replace: bool = False, **meta):
@@ -48,7 +48,7 @@ def register_dataset(name: str, *, replace: bool = False, **meta):
 
 
 @register_dataset("digits")
-def load_digits_dataset(cfg: dict) -> Dataset:
+def load_digits_dataset(cfg: DataConfig) -> Dataset:
     """scikit-learn's bundled 8x8 handwritten digits (1,797 samples, offline)."""
     from sklearn.datasets import load_digits
 
@@ -67,23 +67,23 @@ _TORCHVISION = {
 }
 
 
-def _load_torchvision(name: str, cfg: dict) -> Dataset:
+def _load_torchvision(name: str, cfg: DataConfig) -> Dataset:
     import torchvision
 
     cls_name, folder, files = _TORCHVISION[name]
-    root = Path(cfg["data_dir"]).expanduser()
+    root = Path(cfg.data_dir).expanduser()
     cls = getattr(torchvision.datasets, cls_name)
     parts = []
     for train in (True, False):
         try:
-            parts.append(cls(root=str(root), train=train, download=cfg["download"]))
+            parts.append(cls(root=str(root), train=train, download=cfg.download))
         except RuntimeError as exc:
             # torchvision raises RuntimeError("Dataset not found ...") when offline/missing
             expected = ", ".join(str(root / folder / f) for f in files)
             raise ScenarioError(
                 f"data.dataset = {name!r}: not found under data.data_dir = {str(root)!r} "
                 f"(expected {expected} ...); put the files there or set data.download = true"
-                + (f" ({exc})" if cfg["download"] else "")) from None
+                + (f" ({exc})" if cfg.download else "")) from None
     xs, ys = [], []
     for ds in parts:
         data = ds.data.numpy() if hasattr(ds.data, "numpy") else np.asarray(ds.data)
@@ -102,10 +102,10 @@ for _name in _TORCHVISION:
 
 
 @register_dataset("npz", needs_path=True)
-def load_npz_dataset(cfg: dict) -> Dataset:
+def load_npz_dataset(cfg: DataConfig) -> Dataset:
     """A user's own data: ``x`` (N,H,W or N,C,H,W; uint8 in 0..255 or float in [0,1]),
     ``y`` (N,) integer labels, optional ``classes`` (names)."""
-    path = Path(cfg["path"]).expanduser()
+    path = Path(cfg.path).expanduser()
     where = f"data.path = {str(path)!r}"
     if not path.is_file():
         raise ScenarioError(f"{where}: no such file")
@@ -193,7 +193,7 @@ def _read_image(file: Path, size: int) -> tuple[np.ndarray, tuple[int, int]]:
 
 
 @register_dataset("imagefolder", needs_path=True)
-def load_imagefolder_dataset(cfg: dict) -> Dataset:
+def load_imagefolder_dataset(cfg: DataConfig) -> Dataset:
     """A user's own images laid out like torchvision's ImageFolder: ``path/<class>/<file>``.
 
     Classes are the sorted names of the non-hidden subfolders of ``path`` (labels 0..C-1 in
@@ -211,8 +211,8 @@ def load_imagefolder_dataset(cfg: dict) -> Dataset:
     (``fedaudit validate`` / ``run`` print it before the run starts) and kept in
     :attr:`Dataset.notes`, which a run writes to run.log and results.json ``warnings``.  A class whose files
     are all unreadable is empty, which is an error like any empty class."""
-    path = Path(cfg["path"]).expanduser()
-    size = int(cfg.get("image_size", 0) or 0)
+    path = Path(cfg.path).expanduser()
+    size = cfg.image_size
     where = f"data.path = {str(path)!r}"
     if not path.exists():
         raise ScenarioError(f"{where}: no such folder")
@@ -267,6 +267,6 @@ def load_imagefolder_dataset(cfg: dict) -> Dataset:
                    classes, notes)
 
 
-def load_dataset(cfg: dict) -> Dataset:
+def load_dataset(cfg: DataConfig) -> Dataset:
     """Load the dataset named by a resolved ``[data]`` table."""
-    return DATASETS.get(cfg["dataset"])(cfg)
+    return DATASETS.get(cfg.dataset)(cfg)

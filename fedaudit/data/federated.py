@@ -9,13 +9,13 @@ first because IidPartitioner shards contiguously.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from fedaudit.errors import ScenarioError
 from fedaudit.data.datasets import Dataset, load_dataset
+from fedaudit.scenario import CanariesConfig, DataConfig, Scenario
 
 
 @dataclass(frozen=True)
@@ -141,28 +141,27 @@ def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
     return Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes, ds.notes)
 
 
-def build_federated_data(scenario: dict) -> FederatedData:
-    """Deterministic data of a resolved scenario (same scenario and seed, same ids)."""
-    key = json.dumps({k: scenario[k] for k in ("data", "canaries")}, sort_keys=True)
-    fed = scenario["federation"]
-    return _build_cached(key, scenario["scenario"]["seed"], fed["num_clients"])
+def build_federated_data(scenario: Scenario) -> FederatedData:
+    """Deterministic data of a scenario (same ``[data]``, ``[canaries]``, seed and number
+    of clients: same ids; cached per process)."""
+    return _build_cached(scenario.data, scenario.canaries, scenario.seed,
+                         scenario.federation.num_clients)
 
 
 @functools.lru_cache(maxsize=4)
-def _build_cached(key: str, seed: int, num_clients: int) -> FederatedData:
-    cfg = json.loads(key)
-    d, can = cfg["data"], cfg["canaries"]
-    ds = _subsample(load_dataset(d), d["max_samples"], seed)
+def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
+                  num_clients: int) -> FederatedData:
+    ds = _subsample(load_dataset(d), d.max_samples, seed)
     if len(ds.y) < 10:
         raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
-    train, holdout, test = split_ids(ds.y, d["holdout_fraction"], d["test_fraction"], seed)
-    clients = partition_ids(train, ds.y[train], num_clients, d["partitioner"], seed,
-                            alpha=d["alpha"], min_partition_size=d["min_partition_size"],
-                            classes_per_client=d["classes_per_client"])
+    train, holdout, test = split_ids(ds.y, d.holdout_fraction, d.test_fraction, seed)
+    clients = partition_ids(train, ds.y[train], num_clients, d.partitioner, seed,
+                            alpha=d.alpha, min_partition_size=d.min_partition_size,
+                            classes_per_client=d.classes_per_client)
     x, y, canary = ds.x, ds.y, np.zeros(len(ds.y), dtype=bool)
-    if can["count"]:
-        x, y, canary = inject_canaries(ds.x, ds.y, clients, can["count"], can["clients"],
-                                       can["kind"], len(ds.classes), seed)
+    if can.count:
+        x, y, canary = inject_canaries(ds.x, ds.y, clients, can.count, list(can.clients),
+                                       can.kind, len(ds.classes), seed)
     for arr in (x, y, canary):
         arr.setflags(write=False)
     return FederatedData(ds.name, x, y, ds.classes, np.sort(np.concatenate(clients)), holdout,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from fedaudit.options import Field
 from fedaudit.registry import Registry
+from fedaudit.scenario import DefenseConfig, Scenario
 
 #: kind -> a :class:`Defense` instance (the scenario's ``defense.kind`` choices)
 DEFENSES: Registry[str, "Defense"] = Registry("defense", name_pattern=r"[a-z][a-z0-9-]*")
@@ -21,10 +24,13 @@ def get_defense(kind: str) -> "Defense":
 
 
 class Defense:
-    """What one ``[defense] kind`` does.  ``cfg`` is the resolved ``[defense]`` table
-    (``kind``, ``noise_multiplier``, ``clip_norm``, ``delta``)."""
+    """What one ``[defense] kind`` does.  ``cfg`` is the scenario's typed ``[defense]``
+    table; ``cfg.options`` holds the values of the options the defenses declare."""
 
     kind: ClassVar[str]
+    #: the ``[defense]`` keys this kind reads (name -> :class:`fedaudit.options.Field`);
+    #: the schema's ``[defense]`` table is the union over the registered defenses
+    options: ClassVar[Mapping[str, Field]] = {}
     #: clients send ``dp-weight = 1`` and FedAvg weighs by it (uniform client weights):
     #: what the central DP wrappers' noise calibration and accounting assume
     uniform_weights: ClassVar[bool] = False
@@ -35,23 +41,25 @@ class Defense:
     #: is noted)
     accounted: ClassVar[bool] = False
 
-    def noise_multiplier(self, cfg: dict) -> float:
-        return float(cfg["noise_multiplier"])
+    def noise_multiplier(self, cfg: DefenseConfig) -> float:
+        return float(cfg.options["noise_multiplier"])
 
-    def local_dp(self, cfg: dict) -> dict | None:
-        """Keyword ``dp`` for :func:`fedaudit.training.train_local` (DP-SGD), or None."""
+    def local_dp(self, cfg: DefenseConfig) -> Mapping[str, Any] | None:
+        """Keyword ``dp`` for :func:`fedaudit.training.train_local` (DP-SGD: its
+        ``noise_multiplier`` and ``clip_norm``), or None."""
         return None
 
-    def check(self, scenario: dict) -> str | None:
+    def check(self, scenario: Scenario) -> str | None:
         """A message when the scenario cannot run under this defense."""
         return None
 
-    def parameters(self, cfg: dict) -> dict[str, Any]:
+    def parameters(self, cfg: DefenseConfig) -> dict[str, Any]:
         """results.json ``defense`` parameters."""
         return {"noise_multiplier": self.noise_multiplier(cfg),
-                "clip_norm": float(cfg["clip_norm"]), "delta": float(cfg["delta"])}
+                "clip_norm": float(cfg.options["clip_norm"]),
+                "delta": float(cfg.options["delta"])}
 
-    def summary(self, cfg: dict, rounds: list[dict], *, num_clients: int,
+    def summary(self, cfg: DefenseConfig, rounds: list[dict], *, num_clients: int,
                 num_sampled: int | None) -> dict[str, Any]:
         """results.json ``defense`` fields of this kind: ``epsilon`` (a float, "inf" or
         None), ``accounting`` (one sentence) and ``notes`` (a list), plus any extras."""

@@ -7,24 +7,26 @@ from __future__ import annotations
 import math
 
 from fedaudit.defenses.base import Defense, register_defense
+from fedaudit.defenses.options import GAUSSIAN
 from fedaudit.privacy import gaussian_epsilon, json_epsilon
 
 
 class _CentralDP(Defense):
+    options = GAUSSIAN
     uniform_weights = True
     accounted = True
     where: str
 
-    def check(self, scenario: dict) -> str | None:
-        cfg, strategy = scenario["defense"], scenario["federation"]["strategy"]
-        if cfg["noise_multiplier"] > 0 and strategy != "FedAvg":
+    def check(self, scenario):
+        strategy = scenario.federation.strategy
+        if self.noise_multiplier(scenario.defense) > 0 and strategy != "FedAvg":
             return (f"defense.kind = {self.kind!r} with noise needs federation.strategy = "
                     f"'FedAvg' (got {strategy!r}): the Gaussian noise is calibrated to, and "
                     "the privacy accounting holds for, the uniform mean of clipped updates")
         return None
 
     def summary(self, cfg, rounds, *, num_clients, num_sampled):
-        sigma, delta = self.noise_multiplier(cfg), float(cfg["delta"])
+        sigma, delta = self.noise_multiplier(cfg), float(cfg.options["delta"])
         releases = sum(1 for r in rounds if r.get("aggregated"))
         eps = gaussian_epsilon(sigma, releases, delta)
         notes = []
@@ -38,7 +40,7 @@ class _CentralDP(Defense):
             "accounting": (
                 "client-level (epsilon, delta)-DP of the released global models (add/remove "
                 f"one client), {self.where}-side fixed clipping of updates to "
-                f"{cfg['clip_norm']:g}, uniform mean of the sampled clients + Gaussian noise "
+                f"{cfg.options['clip_norm']:g}, uniform mean of the sampled clients + Gaussian noise "
                 f"std = {sigma:g} * clip / sampled clients, composed over {releases} releases "
                 "(rounds with an aggregate) with Opacus' RDP accountant, no amplification by "
                 "client sampling"),

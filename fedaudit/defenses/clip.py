@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from fedaudit.defenses.base import Defense, register_defense
+from fedaudit.defenses.options import CLIP_NORM
 
 
 @register_defense
 class UpdateClipping(Defense):
     kind = "clip"
+    options = {"clip_norm": CLIP_NORM}
     uniform_weights = True
     wrapper = "server-fixed-clipping"
 
-    def noise_multiplier(self, cfg: dict) -> float:
+    def noise_multiplier(self, cfg):
         return 0.0
+
+    def parameters(self, cfg):
+        return {"noise_multiplier": 0.0, "clip_norm": float(cfg.options["clip_norm"]),
+                "delta": None}
 
     def summary(self, cfg, rounds, *, num_clients, num_sampled):
         return {"epsilon": "inf",

@@ -6,6 +6,7 @@ import math
 from typing import Iterable
 
 from fedaudit.defenses.base import Defense, register_defense
+from fedaudit.defenses.options import GAUSSIAN
 from fedaudit.privacy import dpsgd_epsilon, json_epsilon
 
 
@@ -30,13 +31,14 @@ def per_client_steps(rounds: Iterable[dict],
 @register_defense
 class DPSGD(Defense):
     kind = "dp-sgd"
+    options = GAUSSIAN
     accounted = True
 
-    def local_dp(self, cfg: dict) -> dict:
-        return cfg
+    def local_dp(self, cfg):
+        return cfg.options
 
     def summary(self, cfg, rounds, *, num_clients, num_sampled):
-        sigma, delta = self.noise_multiplier(cfg), float(cfg["delta"])
+        sigma, delta = self.noise_multiplier(cfg), float(cfg.options["delta"])
         steps, rates = per_client_steps(rounds, num_clients)
         per = [None if rates[c] is None else dpsgd_epsilon(sigma, rates[c], steps[c], delta)
                for c in range(num_clients)]
@@ -57,7 +59,7 @@ class DPSGD(Defense):
                 "sample-level (epsilon, delta)-DP of each client's local data (add/remove one "
                 "sample), Opacus RDP accountant over all local DP-SGD steps of all rounds the "
                 f"client trained in, Poisson sampling at q = 1/ceil(n_client/batch_size), "
-                f"noise multiplier {sigma:g}, per-sample clip {cfg['clip_norm']:g}; epsilon = "
+                f"noise multiplier {sigma:g}, per-sample clip {cfg.options['clip_norm']:g}; epsilon = "
                 "the largest client's"),
             "notes": notes,
         }

@@ -9,7 +9,7 @@ from fedaudit.defenses.base import Defense, register_defense
 class NoDefense(Defense):
     kind = "none"
 
-    def parameters(self, cfg: dict) -> dict:
+    def parameters(self, cfg):
         return {"noise_multiplier": None, "clip_norm": None, "delta": None}
 
     def summary(self, cfg, rounds, *, num_clients, num_sampled):

@@ -6,19 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 from fedaudit.defenses.base import get_defense
+from fedaudit.scenario import Scenario
 
 
-def defense_summary(scenario: dict, rounds: list[dict], *, num_sampled: int | None = None,
+def defense_summary(scenario: Scenario, rounds: list[dict], *, num_sampled: int | None = None,
                     extra_trajectories: int = 0) -> dict[str, Any]:
     """results.json ``defense``: kind, parameters, epsilon, delta, accounting, notes.
 
     ``rounds`` are the rounds.jsonl records of the released trajectory (with ``dp_steps``
     / ``dp_sample_rate`` per client under dp-sgd and ``aggregated`` per round).
     """
-    cfg = scenario["defense"]
-    defense = get_defense(cfg["kind"])
-    out: dict[str, Any] = {"kind": cfg["kind"], **defense.parameters(cfg)}
-    out.update(defense.summary(cfg, rounds, num_clients=scenario["federation"]["num_clients"],
+    cfg = scenario.defense
+    defense = get_defense(cfg.kind)
+    out: dict[str, Any] = {"kind": cfg.kind, **defense.parameters(cfg)}
+    out.update(defense.summary(cfg, rounds, num_clients=scenario.federation.num_clients,
                                num_sampled=num_sampled))
     if "notes" in out:
         notes = out["notes"] = list(out["notes"])

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from fedaudit.registry import Registry
+from fedaudit.scenario import ModelConfig
 
 #: name -> ``fn(in_channels, image_size, num_classes, width) -> nn.Module``
 MODELS: Registry[str, Callable[..., nn.Module]] = Registry(
@@ -74,11 +75,8 @@ def build_model(name: str, *, in_channels: int, image_size: int, num_classes: in
         return fn(in_channels, image_size, num_classes, width)
 
 
-def model_for(scenario: dict, data, seed: int | None = None) -> nn.Module:
-    """The scenario's model for ``data`` (a FederatedData), initialised from ``seed``
-    (default: the scenario seed)."""
+def model_for(cfg: ModelConfig, data, *, seed: int) -> nn.Module:
+    """The ``[model]`` for ``data`` (a FederatedData), initialised from ``seed``."""
     _, c, h, _ = data.x.shape
-    m = scenario["model"]
-    return build_model(m["name"], in_channels=c, image_size=h, num_classes=data.num_classes,
-                       width=m["width"],
-                       seed=scenario["scenario"]["seed"] if seed is None else seed)
+    return build_model(cfg.name, in_channels=c, image_size=h, num_classes=data.num_classes,
+                       width=cfg.width, seed=seed)

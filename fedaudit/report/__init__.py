@@ -29,7 +29,10 @@ from fedaudit.report import fig_training, fig_attacks, fig_resmia  # noqa: F401
 from fedaudit.report import fig_gnq, fig_quantization  # noqa: F401
 from fedaudit.report.registry import FIGURES, render_figure
 from fedaudit.report.sections import SECTIONS, section_header
+from fedaudit.report.style import CSS
 from fedaudit.rundata import REPORT_NAME, RESULTS_NAME, RunData, load_run
+from fedaudit.rundir import atomic_write_text
+from fedaudit.version import __version__
 
 __all__ = ["FIGURES", "SECTIONS", "load_run", "render_html", "write_report"]
 
@@ -37,8 +40,6 @@ __all__ = ["FIGURES", "SECTIONS", "load_run", "render_html", "write_report"]
 @cache
 def stylesheet() -> str:
     """The report's CSS (:mod:`fedaudit.report.style`)."""
-    from fedaudit.report.style import CSS
-
     return CSS
 
 
@@ -69,8 +70,6 @@ def render_html(run: RunData) -> str:
 
 
 def _version() -> str:
-    from fedaudit.version import __version__
-
     return __version__
 
 
@@ -80,8 +79,6 @@ def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     Raises :class:`ScenarioError` (one line naming the path) for a directory that is not a
     finished run.
     """
-    from fedaudit.rundir import atomic_write_text
-
     run = load_run(run_dir)
     out = Path(output) if output is not None else run.path / REPORT_NAME
     atomic_write_text(out, render_html(run))

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from fedaudit.metrics import membership_metrics, roc_points
 from fedaudit.report.format import fmt, fmt_g
 from fedaudit.report.registry import Absent, figure, method_colors, new_figure, not_run
 from fedaudit.rundata import (SCORES_NAME, RunData, method_label, num, ordered_methods,
@@ -72,8 +73,6 @@ def fig_client_auc(run: RunData):
         "visible; the dotted diagonal is chance, and a curve well above it at FPR 1% or "
         "0.1% is a real leak even when the AUC is close to 0.5.")
 def fig_roc(run: RunData):
-    from fedaudit.metrics import membership_metrics, roc_points
-
     scores = run.npz(SCORES_NAME)
     if scores is None:
         raise not_run(run, ("attack", "enabled"), what=SCORES_NAME)

@@ -23,6 +23,7 @@ from fedaudit.config import from_toml
 from fedaudit import wire
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
+from fedaudit.scenario import FaultsConfig
 from fedaudit.training import pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
@@ -38,10 +39,10 @@ class InjectedFault(RuntimeError):
     """A failure injected by ``[faults]`` (labs and tests of the server's robustness)."""
 
 
-def draw_faults(faults: dict, server_round: int, partition_id: int) -> tuple[bool, bool]:
+def draw_faults(faults: FaultsConfig, server_round: int, partition_id: int) -> tuple[bool, bool]:
     """(crash, nan) for this client and round; reproducible from ``faults.seed``."""
-    u = np.random.default_rng([faults["seed"], server_round, partition_id, 104729]).random(2)
-    return bool(u[0] < faults["crash_rate"]), bool(u[1] < faults["nan_rate"])
+    u = np.random.default_rng([faults.seed, server_round, partition_id, 104729]).random(2)
+    return bool(u[0] < faults.crash_rate), bool(u[1] < faults.nan_rate)
 
 
 def train(msg: Message, context: Context) -> Message:
@@ -49,26 +50,26 @@ def train(msg: Message, context: Context) -> Message:
     scenario = from_toml(str(config[wire.SCENARIO]), "scenario from server")
     partition_id = int(context.node_config[wire.PARTITION_ID])
     server_round = int(config[wire.SERVER_ROUND])
-    crash, nan = draw_faults(scenario["faults"], server_round, partition_id)
+    crash, nan = draw_faults(scenario.faults, server_round, partition_id)
     if crash:
         raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
     data = build_federated_data(scenario)
     # the training seed differs from the scenario seed only for the extra trajectories
     # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
-    train_seed = int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else scenario["scenario"]["seed"]
+    train_seed = int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else scenario.seed
     seed = client_seed(train_seed, server_round, partition_id)
     torch.manual_seed(seed)
-    threads = scenario["federation.client_resources"]["num_cpus"]
+    threads = scenario.federation.client_resources.num_cpus
     torch.set_num_threads(max(1, int(threads)))
 
-    model = model_for(scenario, data, seed=train_seed)
+    model = model_for(scenario.model, data, seed=train_seed)
     model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
-    gnq = scenario["audit.gnq"]
-    defense = get_defense(scenario["defense"]["kind"])
-    result = train_local(model, data.x, data.y, data.clients[partition_id], scenario["train"],
-                         seed=seed, device=pick_device(scenario["train"]["device"]),
-                         gnq=gnq if gnq["client"] else None,
-                         dp=defense.local_dp(scenario["defense"]))
+    gnq = scenario.audit.gnq
+    defense = get_defense(scenario.defense.kind)
+    result = train_local(model, data.x, data.y, data.clients[partition_id], scenario.train,
+                         seed=seed, device=pick_device(scenario.train.device),
+                         gnq=gnq if gnq.client else None,
+                         dp=defense.local_dp(scenario.defense))
     state = model.cpu().state_dict()
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
@@ -81,7 +82,7 @@ def train(msg: Message, context: Context) -> Message:
         values[wire.UNIT_WEIGHT] = 1
     metrics = MetricRecord(values)
     content = RecordDict({wire.ARRAYS: ArrayRecord(state), wire.METRICS: metrics})
-    if gnq["client"] and len(result.gnq_ids):
+    if gnq.client and len(result.gnq_ids):
         content[wire.AUDIT] = ConfigRecord({wire.GNQ_IDS: result.gnq_ids.tolist(),
                                            wire.GNQ_SCORES: result.gnq_scores.tolist(),
                                            wire.GNQ_EPOCHS: result.gnq_epochs.tolist()})

@@ -18,6 +18,7 @@ from fedaudit.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
                              atomic_write_text, checkpoint_path)
+from fedaudit.scenario import Scenario
 from fedaudit.training import evaluate
 from strategies.auditing import RoundAudit
 
@@ -62,7 +63,7 @@ class RunRecorder:
     finished exactly when its line is there.  :meth:`resume_point` reads that back.
     """
 
-    def __init__(self, scenario: dict, data: FederatedData, run_dir: Path,
+    def __init__(self, scenario: Scenario, data: FederatedData, run_dir: Path,
                  device: torch.device, progress: Progress | None, *, train_seed: int,
                  subdir: str = "") -> None:
         self.scenario, self.data, self.run_dir = scenario, data, run_dir
@@ -71,7 +72,7 @@ class RunRecorder:
         self.gnq_dir = run_dir / "gnq" / subdir if subdir else run_dir / "gnq"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl = run_dir / (f"rounds-{subdir}.jsonl" if subdir else "rounds.jsonl")
-        self.model = model_for(scenario, data, seed=train_seed)
+        self.model = model_for(scenario.model, data, seed=train_seed)
         self.rounds: list[dict] = []
         self.checkpoints: list[Path] = []
         self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in
@@ -133,8 +134,8 @@ class RunRecorder:
         }
         warning = None
         if not any("warning" in r for r in self.rounds):  # once per run
-            warning = chance_level_warning(round_, self.scenario["federation"]["rounds"], acc,
-                                           self.data.y[self.data.test], self.scenario["train"],
+            warning = chance_level_warning(round_, self.scenario.federation.rounds, acc,
+                                           self.data.y[self.data.test], self.scenario.train,
                                            failures=len(audit.failures))
         if warning:
             record["warning"] = warning

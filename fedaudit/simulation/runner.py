@@ -10,28 +10,29 @@ from typing import Iterator
 
 from fedaudit.config import to_toml
 from fedaudit.rundir import atomic_write_text, create_run_dir
+from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
 
-def backend_config(scenario: dict) -> dict:
+def backend_config(scenario: Scenario) -> dict:
     """Ray backend settings: ``client_resources`` bound how many clients run at once
     (a fractional ``num_gpus`` packs several GPU actors on one GPU); ``init_args`` go to
     ``ray.init`` (``address`` joins an existing cluster)."""
-    res = scenario["federation.client_resources"]
-    ini = scenario["federation.init_args"]
-    init: dict = {"logging_level": ini["logging_level"], "log_to_driver": ini["log_to_driver"],
+    res = scenario.federation.client_resources
+    ini = scenario.federation.init_args
+    init: dict = {"logging_level": ini.logging_level, "log_to_driver": ini.log_to_driver,
                   "include_dashboard": False}
-    if ini["address"]:
-        init["address"] = ini["address"]
+    if ini.address:
+        init["address"] = ini.address
     else:  # resources can only be set when Ray starts here
-        if ini["num_cpus"]:
-            init["num_cpus"] = ini["num_cpus"]
-        if ini["num_gpus"] >= 0:
-            init["num_gpus"] = ini["num_gpus"]
-        if ini["object_store_memory"]:
-            init["object_store_memory"] = ini["object_store_memory"]
-    return {"client_resources": {"num_cpus": res["num_cpus"], "num_gpus": float(res["num_gpus"])},
+        if ini.num_cpus:
+            init["num_cpus"] = ini.num_cpus
+        if ini.num_gpus >= 0:
+            init["num_gpus"] = ini.num_gpus
+        if ini.object_store_memory:
+            init["object_store_memory"] = ini.object_store_memory
+    return {"client_resources": {"num_cpus": res.num_cpus, "num_gpus": float(res.num_gpus)},
             "init_args": init}
 
 
@@ -60,7 +61,7 @@ def run_logging(run_dir: Path, verbose: bool = False) -> Iterator[None]:
         handler.close()
 
 
-def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
+def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
         verbose: bool = False, resume_dir: str | os.PathLike | None = None) -> tuple[Path, dict]:
     """Run a validated scenario; return (run directory, results).  With ``resume_dir``
     (a run directory holding this scenario) continue after its last finished round."""
@@ -76,7 +77,7 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
     client_app = client_app_with_plugins(user_plugins())
 
     if resume_dir is None:
-        run_dir = create_run_dir(out, scenario["scenario"]["name"])
+        run_dir = create_run_dir(out, scenario.scenario.name)
         atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     else:
         run_dir = Path(resume_dir)
@@ -93,7 +94,7 @@ def run(scenario: dict, out: str | os.PathLike = "runs", *, progress=None,
     with run_logging(run_dir, verbose):
         log.info("%s run directory %s", "resuming" if resume_dir else "new", run_dir)
         run_simulation(server_app=server_app, client_app=client_app,
-                       num_supernodes=scenario["federation"]["num_clients"],
+                       num_supernodes=scenario.federation.num_clients,
                        backend_config=backend_config(scenario),
                        verbose_logging=verbose)
     if "results" not in holder:

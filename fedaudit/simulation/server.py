@@ -19,33 +19,34 @@ from fedaudit.results import add_defense_results, assemble_results
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
 from fedaudit.simulation.recorder import Progress, RunRecorder, _NoProgress
 from fedaudit.simulation.strategy_factory import make_strategy
+from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
 
 log = logging.getLogger("fedaudit")
 
 
-def train_federation(grid: Grid, scenario: dict, data: FederatedData, run_dir: Path,
+def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_dir: Path,
                      device: torch.device, progress: Progress | None, *, train_seed: int,
                      subdir: str = "", resume: bool = False) -> RunRecorder:
     """All rounds of one federated training run (the remaining ones when resuming)."""
     recorder = RunRecorder(scenario, data, run_dir, device, progress, train_seed=train_seed,
                            subdir=subdir)
     done = recorder.resume_point() if resume else 0
-    rounds = scenario["federation"]["rounds"]
+    rounds = scenario.federation.rounds
     if progress is not None and done:
         for rec in recorder.rounds:
             progress.round_done(rec["round"], rec)
     if done >= rounds:
         return recorder
-    gnq = scenario["audit.gnq"]
+    gnq = scenario.audit.gnq
     strategy = AuditingStrategy(make_strategy(scenario, seed=train_seed), on_round=recorder,
-                                gnq_server=gnq if gnq["server"] else None,
-                                min_clients=scenario["federation"]["min_clients"],
+                                gnq_server=gnq if gnq.server else None,
+                                min_clients=scenario.federation.min_clients,
                                 round_offset=done)
     strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
                    num_rounds=rounds - done,
-                   timeout=scenario["federation"]["timeout"],
+                   timeout=scenario.federation.timeout,
                    train_config=ConfigRecord({wire.SCENARIO: to_toml(scenario),
                                               wire.TRAIN_SEED: train_seed}))
     spent = getattr(strategy.strategy, "privacy_spent", lambda: None)()
@@ -68,26 +69,26 @@ def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:
         time.sleep(0.5)
 
 
-def execute(grid: Grid, scenario: dict, run_dir: Path, progress: Progress | None = None,
+def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | None = None,
             *, resume: bool = False) -> dict:
     """Run the whole scenario on ``grid``; return the results (also written to disk).
     With ``resume`` continue after the last finished round found in ``run_dir``."""
     progress = progress or _NoProgress()
     t0 = time.perf_counter()
-    seed = scenario["scenario"]["seed"]
+    seed = scenario.scenario.seed
     torch.manual_seed(seed)
     random.seed(seed)
     data = build_federated_data(scenario)
     for note in data.notes:  # the loader's warnings, also when the data came from a cache
         log.warning("%s", note)
-    device = pick_device(scenario["train"]["device"])
-    wait_for_nodes(grid, scenario["federation"]["num_clients"])
+    device = pick_device(scenario.train.device)
+    wait_for_nodes(grid, scenario.federation.num_clients)
     recorder = train_federation(grid, scenario, data, run_dir, device, progress,
                                 train_seed=seed, resume=resume)
     extra: list[RunRecorder] = []
-    quant = scenario["audit.quantization"]
-    if quant["enabled"]:
-        for s in quant["seeds"]:
+    quant = scenario.audit.quantization
+    if quant.enabled:
+        for s in quant.seeds:
             if s == seed:
                 continue
             progress.phase(f"extra trajectory, training seed {s}")
@@ -127,8 +128,8 @@ def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
     overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
     scenario = check_scenario(load_scenario(str(cfg.get("scenario", "quickstart")), overrides))
-    wait_for_nodes(grid, scenario["federation"]["num_clients"])
-    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario["scenario"]["name"]).resolve()
+    wait_for_nodes(grid, scenario.federation.num_clients)
+    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario.scenario.name).resolve()
     atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     with run_logging(run_dir, verbose=True):
         execute(grid, scenario, run_dir)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from fedaudit.config import num_sampled_clients
+import flwr.serverapp.strategy as flwr_strategies
+from flwr.app import MetricRecord
+
 from fedaudit import wire
+from fedaudit.defenses import get_defense
+from fedaudit.scenario import Scenario
+from strategies.defenses import wrap_defense
 
 
 def _train_metrics(records: list, weighted_by_key: str):
     """Weighted mean of the reply metrics except ``partition-id`` (an id, not a metric)
     and the defense's unit weight."""
-    from flwr.app import MetricRecord
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
     agg = aggregate_metricrecords(records, weighted_by_key)
@@ -17,7 +21,7 @@ def _train_metrics(records: list, weighted_by_key: str):
                          if k not in (wire.PARTITION_ID, wire.UNIT_WEIGHT)})
 
 
-def make_strategy(scenario: dict, seed: int | None = None):
+def make_strategy(scenario: Scenario, seed: int | None = None):
     """The scenario's Flower strategy (by name), federated evaluation off: the auditing
     wrapper evaluates the global model centrally on ``test``.
 
@@ -27,20 +31,15 @@ def make_strategy(scenario: dict, seed: int | None = None):
     weights (the ``dp-weight`` metric every client then sends as 1): the noise std
     noise_multiplier * clip_norm / m is calibrated to the uniform mean of m clipped updates.
     """
-    import flwr.serverapp.strategy as flwr_strategies
-
-    from fedaudit.defenses import get_defense
-    from strategies.defenses import wrap_defense
-
-    fed = scenario["federation"]
-    defense = scenario["defense"]
-    cls = getattr(flwr_strategies, fed["strategy"])
-    n = fed["num_clients"]
-    min_train, sampled = num_sampled_clients(scenario)
-    weighted = (wire.UNIT_WEIGHT if get_defense(defense["kind"]).uniform_weights
+    fed = scenario.federation
+    defense = scenario.defense
+    cls = getattr(flwr_strategies, fed.strategy)
+    n = fed.num_clients
+    min_train, sampled = fed.sampled_clients()
+    weighted = (wire.UNIT_WEIGHT if get_defense(defense.kind).uniform_weights
                 else wire.NUM_EXAMPLES)
-    base = cls(fraction_train=fed["fraction_train"], fraction_evaluate=0.0,
+    base = cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0,
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
                weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
     return wrap_defense(base, defense, num_clients=n, num_sampled=sampled,
-                        seed=scenario["scenario"]["seed"] if seed is None else seed)
+                        seed=scenario.scenario.seed if seed is None else seed)
