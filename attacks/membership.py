@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from attacks.registry import ATTACKS, get_attack
+from attacks.registry import ATTACKS, get_attack, needs_references
 from fedaudit.metrics import membership_metrics
 
 __all__ = ["NonmemberSample", "sample_nonmembers", "sample_members", "evaluate_attacks"]
@@ -143,6 +143,7 @@ def evaluate_attacks(
     methods: Sequence[str],
     options: Mapping[str, Mapping[str, Any]] | None = None,
     on_method: Callable[[str, float], None] | None = None,
+    references: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """Run each attack in ``methods`` once on all samples of ``x``.
 
@@ -157,6 +158,8 @@ def evaluate_attacks(
     options : ``{method: {option: value}}`` passed to the attack as keyword arguments;
         entries for registered attacks not in ``methods`` are ignored.
     on_method : called as ``on_method(name, seconds)`` after each attack (progress).
+    references : :class:`attacks.reference.ReferenceSignals` aligned with ``x``, given to
+        the attacks registered with ``references=True`` (required when one is listed).
 
     Returns
     -------
@@ -191,10 +194,15 @@ def evaluate_attacks(
             f"allowed: {', '.join(sorted(ATTACKS))}"
         )
     both_classes = np.unique(mask).size == 2
+    need = [m for m in methods if needs_references(m)]
+    if need and references is None:
+        raise ValueError(f"attack(s) {', '.join(need)} need reference models (references=)")
 
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
         opts = dict(options.get(name) or {})
+        if name in need:
+            opts["references"] = references
         q0 = oracle.queries
         t0 = time.perf_counter()
         scores = np.asarray(fn(oracle, x, labels, **opts), dtype=np.float64)

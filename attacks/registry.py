@@ -28,7 +28,7 @@ from fedaudit.options import Field
 from fedaudit.registry import Registry
 
 __all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
-           "attack_label", "attack_options"]
+           "attack_label", "attack_options", "needs_references"]
 
 
 class AttackFn(Protocol):
@@ -53,19 +53,22 @@ ATTACKS: Registry[str, Callable[..., np.ndarray]] = Registry(
 
 def register_attack(name: str, *, label: str | None = None,
                     options: Mapping[str, Field] | None = None,
-                    cost: Callable[..., float] | None = None, replace: bool = False):
+                    cost: Callable[..., float] | None = None, references: bool = False,
+                    replace: bool = False):
     """Decorator: register ``fn(oracle, x, y, **options)`` under ``name`` (lowercase
     letters, digits, ``-``, ``_``).  ``label`` names it in tables (default: the name);
     ``options`` declares its keyword options: they become the scenario table
     ``[attack.<name>]`` with these types, defaults and checks, and are passed to ``fn``.
     ``cost(sample_shape, **options)`` estimates oracle queries per sample (progress ETA;
-    default 1).
+    default 1).  ``references=True``: the attack also gets ``references=`` a
+    :class:`attacks.reference.ReferenceSignals` (reference models' outputs; the run
+    trains them, :mod:`fedaudit.references`).
 
     Registering a different function under a taken name raises ``ValueError`` (unless
     ``replace``); re-registering the same function (e.g. a module reload) replaces it.
     """
     return ATTACKS.register(name, replace=replace, label=label or name,
-                            options=dict(options or {}), cost=cost)
+                            options=dict(options or {}), cost=cost, references=references)
 
 
 def attack_names() -> list[str]:
@@ -81,6 +84,11 @@ def get_attack(name: str) -> Callable[..., np.ndarray]:
 def attack_label(name: str) -> str:
     """The attack's display label (its name when unknown)."""
     return ATTACKS.meta(name).get("label", name) if name in ATTACKS else name
+
+
+def needs_references(name: str) -> bool:
+    """Whether the attack scores with reference models (``references=True``)."""
+    return bool(ATTACKS.meta(name).get("references"))
 
 
 def attack_options(name: str) -> Mapping[str, Field]:

@@ -278,7 +278,7 @@ def plain_fedavg(overrides: list[str], *, threads: int | None = None) -> dict:
     from fedaudit.config import load_scenario
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
-    from fedaudit.simulation.client import client_seed
+    from fedaudit.training import client_seed
     from fedaudit.training import evaluate, pick_device, train_local
 
     scenario = load_scenario("quickstart", overrides)

@@ -100,14 +100,17 @@ def load_run(run_dir: str | os.PathLike) -> Run:
 
 def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
         overrides: list[str] | tuple[str, ...] | None = None, progress: bool = True,
-        report: bool = False) -> Run:
+        report: bool = False, cache: str | os.PathLike | None = None) -> Run:
     """Validate and run a scenario in this process (Flower's simulation on Ray), like
     ``fedaudit run``; return the :class:`Run`.  ``progress`` shows rich progress bars on
-    stderr; ``report`` also writes report.html."""
+    stderr; ``report`` also writes report.html; ``cache`` is the folder of cached
+    reference models (lira, rmia), default ``$FEDAUDIT_CACHE`` or ``~/.cache/fedaudit``."""
     from fedaudit.progress import RichProgress
     from fedaudit.simulation.runner import run as simulate
 
     resolved = validate(scenario, list(overrides or ()))
+    if cache is not None:
+        os.environ["FEDAUDIT_CACHE"] = str(Path(cache).expanduser().resolve())
     if progress:
         with RichProgress(resolved.federation.rounds) as bar:
             run_dir, results = simulate(resolved, out, progress=bar)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
     run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
+    run.add_argument("--cache", metavar="DIR",
+                     help="cache of reference models (lira, rmia); default $FEDAUDIT_CACHE or "
+                          "~/.cache/fedaudit")
     run.add_argument("--no-report", dest="report", action="store_false",
                      help="do not write RUN_DIR/report.html after the run")
 
@@ -76,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="parent folder of the sweep directory (default: ./runs)")
     sw.add_argument("--set", dest="overrides", action="append", default=[],
                     metavar="SECTION.KEY=VALUE", help="override a key in every point")
+    sw.add_argument("--cache", metavar="DIR",
+                    help="cache of reference models (lira, rmia), shared by the points")
     sw.add_argument("--quantized", action="store_true",
                     help="compare table: one row per quantized release too")
     sw.add_argument("--no-report", dest="report", action="store_false",
@@ -260,6 +266,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "cache", None):  # read by fedaudit.references.cache_root
+        os.environ["FEDAUDIT_CACHE"] = str(Path(args.cache).expanduser().resolve())
     handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
                "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep,
                "deploy": cmd_deploy}[args.command]

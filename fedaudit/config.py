@@ -203,6 +203,14 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
         "seed": _f(int, 0, "seed for member/non-member sampling", min=0),
         "batch_size": _f(int, 512, "queries per oracle batch", min=1),
     },
+    "attack.reference": {
+        "models": _f(int, 4, "reference models for the attacks that use them (lira, rmia): "
+                     "federations trained with the target's recipe on the reference split",
+                     min=1, max=1024),
+        "mode": _f(str, "offline", "offline: no reference sees an audit sample; online: "
+                   "every audit sample is IN for half of the references (needs an even "
+                   "number of models)", choices=("offline", "online")),
+    },
     "faults": {
         "crash_rate": _f(float, 0.0, "probability that a client's training raises (labs, tests)",
                          min=0.0, max=1.0),
@@ -344,9 +352,33 @@ def _check_cross(s: Scenario, source: str) -> None:
     problem = _defenses().get(s.defense.kind).check(s)
     if problem:
         raise ScenarioError(f"{source}: {problem}")
+    _check_references(s, source)
     if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "
                             "federation.client_resources.num_gpus > 0")
+
+
+def _check_references(s: Scenario, source: str) -> None:
+    """The reference federations (fedaudit.references) are trained in-process as plain
+    FedAvg with the clients' own training code: they reproduce the target's recipe only
+    for FedAvg without a server-side defense."""
+    attacks = _registries()[3]
+    need = [m for m in s.attack.methods if attacks.meta(m).get("references")]
+    if not (s.attack.enabled and need):
+        return
+    what = f"attack.methods lists {', '.join(need)} (reference-model attacks)"
+    if s.federation.strategy != "FedAvg":
+        raise ScenarioError(f"{source}: {what}: the reference models are trained as FedAvg "
+                            f"federations; federation.strategy = {s.federation.strategy!r} is "
+                            "not supported with them (allowed: 'FedAvg')")
+    if s.defense.kind not in ("none", "dp-sgd"):
+        raise ScenarioError(f"{source}: {what}: defense.kind = {s.defense.kind!r} is not "
+                            "reproduced by the reference training yet; allowed with them: "
+                            "none, dp-sgd")
+    ref = s.attack.reference
+    if ref.mode == "online" and (ref.models < 2 or ref.models % 2):
+        raise ScenarioError(f"{source}: attack.reference.models = {ref.models}: online mode "
+                            "needs an even number >= 2 (each audit sample is IN for half)")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

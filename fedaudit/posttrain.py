@@ -28,14 +28,18 @@ from scipy.stats import spearmanr
 
 from attacks.membership import evaluate_attacks, sample_members, sample_nonmembers
 from attacks.oracle import Oracle
+from attacks.reference import ReferenceSignals
 from attacks.registry import ATTACKS
 from attacks.registry import attack_options as declared
+from attacks.registry import needs_references
 from attacks.resmia import resmia_scores
 from fedaudit.data import FederatedData
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
 from fedaudit.options import PASS_ALWAYS
 from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
+from fedaudit.references import (attack_split, load_or_train, reference_signals,
+                                 uses_references)
 from fedaudit.rundir import atomic_save_npz, load_checkpoint
 from fedaudit.scenario import Scenario
 from fedaudit.training import per_sample_losses
@@ -90,21 +94,25 @@ def quantization_audit(scenario: Scenario, data: FederatedData, recorders: list,
     return entries, releases
 
 
-def attack_sets(scenario: Scenario, data: FederatedData) -> list[dict[str, np.ndarray]]:
-    """Per client: member ids and class-matched holdout non-member ids."""
+def attack_sets(scenario: Scenario, data: FederatedData,
+                nonmember_pool: np.ndarray | None = None) -> list[dict[str, np.ndarray]]:
+    """Per client: member ids and class-matched non-member ids from ``nonmember_pool``
+    (default the holdout split; :func:`fedaudit.references.attack_split` halves it when
+    reference attacks run)."""
     cfg = scenario.attack
+    pool = data.holdout if nonmember_pool is None else nonmember_pool
     sets = []
     for c, ids in enumerate(data.clients):
         rng = np.random.default_rng([cfg.seed, c])
-        cap = min(len(ids), len(data.holdout))
+        cap = min(len(ids), len(pool))
         if cfg.members_per_client:
             cap = min(cap, cfg.members_per_client)
         members = sample_members(ids, cap if cap < len(ids) else None, rng)
-        draw = sample_nonmembers(data.y[members], data.y[data.holdout], rng)
+        draw = sample_nonmembers(data.y[members], data.y[pool], rng)
         if draw.mismatched:
             log.warning("client %d: holdout lacks %d class-matched non-members (topped up "
                         "from other classes)", c, draw.mismatched)
-        sets.append({"members": members, "nonmembers": data.holdout[draw.indices],
+        sets.append({"members": members, "nonmembers": pool[draw.indices],
                      "mismatched": draw.mismatched})
     return sets
 
@@ -167,8 +175,11 @@ class AttackProgress:
 
 def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedData,
                   sets: list[dict], device: torch.device,
-                  tracker: AttackProgress | None = None) -> dict[str, Any]:
-    """Every attack against one released model; per-client and pooled metrics."""
+                  tracker: AttackProgress | None = None,
+                  references: ReferenceSignals | None = None) -> dict[str, Any]:
+    """Every attack against one released model; per-client and pooled metrics.
+    ``references``: the reference models' outputs on :func:`scored_ids` (reference
+    attacks)."""
     cfg = scenario.attack
     oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
     del model  # the attacker holds the oracle only
@@ -176,7 +187,8 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
     raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg.methods,
                            attack_options(scenario),
-                           on_method=tracker.method_done if tracker is not None else None)
+                           on_method=tracker.method_done if tracker is not None else None,
+                           references=references)
     pos = {int(i): k for k, i in enumerate(ids)}
     out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
     for method, r in raw.items():
@@ -194,6 +206,8 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
         pooled = _metrics(r["metrics"])
         pooled["queries_per_sample"] = r["queries_per_sample"]
         pooled["seconds_per_sample"] = r["seconds_per_sample"]
+        if needs_references(method) and references is not None:
+            pooled["reference_models"] = int(references.probs.shape[0])
         out["pooled"][method] = pooled
     return out
 
@@ -295,8 +309,15 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
     if not scenario.attack.enabled:
         return timing
     t0 = time.perf_counter()
-    sets = attack_sets(scenario, data)
+    split = attack_split(scenario, data)
+    sets = attack_sets(scenario, data, split.nonmember_pool)
     model = model_for(scenario.model, data, seed=scenario.seed)
+    refs = None
+    if uses_references(scenario):
+        progress.phase("reference models")
+        refs = load_or_train(scenario, data, split, scored_ids(sets), device,
+                             step=lambda k, n, info: progress.step("references", k, n, info))
+        results["references"] = refs.summary()
     targets: list[tuple[str, dict]] = []
     if "global" in scenario.attack.targets:
         targets.append(("global", recorder.current))
@@ -308,8 +329,13 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
                              len(scored_ids(sets)), _queries_per_sample(scenario, data))
     for target, state in targets:
         tracker.start_target(target)
+        signals = None
+        if refs is not None:
+            quantizer = target.split(":", 1)[1] if target.startswith("quantized:") else None
+            signals = reference_signals(refs, data, scored_ids(sets), model, device,
+                                        scenario.attack.batch_size, quantizer)
         model.load_state_dict(state)
-        res = attack_target(model, scenario, data, sets, device, tracker)
+        res = attack_target(model, scenario, data, sets, device, tracker, signals)
         by_target[target] = res
         rows += [(target, *r) for r in res["rows"]]
     if "global" in by_target:

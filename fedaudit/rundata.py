@@ -59,12 +59,12 @@ RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_D
 
 #: canonical order of attack methods (others follow alphabetically)
 METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia")
-#: display names of attack methods; read them through :func:`method_label`
+
+
 def method_label(name: str) -> str:
     """The display name of an attack method: the ``label`` it was registered with
     (:func:`attacks.register_attack`), else the name itself (a run made with an attack
     this process does not know)."""
-
     return attack_label(name)
 
 

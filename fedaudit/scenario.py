@@ -26,7 +26,7 @@ from typing import Any
 __all__ = [
     "AttackConfig", "CanariesConfig", "ClientResources", "DataConfig", "DefenseConfig",
     "FaultsConfig", "FederationConfig", "GnqConfig", "ModelConfig", "QuantizationConfig",
-    "RayInit", "RunInfo", "Scenario", "TrainConfig", "TABLES",
+    "RayInit", "ReferenceConfig", "RunInfo", "Scenario", "TrainConfig", "TABLES",
 ]
 
 
@@ -139,6 +139,13 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class ReferenceConfig:
+    """``[attack.reference]``: the reference models of LiRA and RMIA."""
+    models: int
+    mode: str
+
+
+@dataclass(frozen=True)
 class AttackConfig:
     """``[attack]`` plus each registered attack's ``[attack.<name>]`` options table."""
     enabled: bool
@@ -147,6 +154,7 @@ class AttackConfig:
     members_per_client: int
     seed: int
     batch_size: int
+    reference: ReferenceConfig
     #: attack name -> its declared options (only attacks that declare any)
     options: Mapping[str, Mapping[str, Any]]
 
@@ -181,6 +189,7 @@ TABLES: dict[str, type] = {
     "federation.client_resources": ClientResources, "federation.init_args": RayInit,
     "model": ModelConfig, "train": TrainConfig, "audit.gnq": GnqConfig,
     "audit.quantization": QuantizationConfig, "attack": AttackConfig,
+    "attack.reference": ReferenceConfig,
     "faults": FaultsConfig, "defense": DefenseConfig, "canaries": CanariesConfig,
 }
 
@@ -223,7 +232,8 @@ class Scenario:
     def from_sections(cls, s: Mapping[str, Mapping[str, Any]]) -> "Scenario":
         """Build from validated sections (:func:`fedaudit.config.validate` calls this)."""
         attack_opts = {sec.split(".", 1)[1]: MappingProxyType(dict(v))
-                       for sec, v in s.items() if sec.startswith("attack.")}
+                       for sec, v in s.items()
+                       if sec.startswith("attack.") and sec not in TABLES}
         defense = dict(s["defense"])
         return cls(
             scenario=_table(RunInfo, s["scenario"]),
@@ -236,7 +246,8 @@ class Scenario:
             train=_table(TrainConfig, s["train"]),
             audit=AuditConfig(gnq=_table(GnqConfig, s["audit.gnq"]),
                               quantization=_table(QuantizationConfig, s["audit.quantization"])),
-            attack=_table(AttackConfig, s["attack"], options=MappingProxyType(attack_opts)),
+            attack=_table(AttackConfig, s["attack"], options=MappingProxyType(attack_opts),
+                          reference=_table(ReferenceConfig, s["attack.reference"])),
             faults=_table(FaultsConfig, s["faults"]),
             defense=DefenseConfig(kind=defense.pop("kind"),
                                   options=MappingProxyType(defense)),
@@ -258,7 +269,7 @@ class Scenario:
             "federation.init_args": flat(fed.init_args),
             "model": flat(self.model), "train": flat(self.train),
             "audit.gnq": flat(self.audit.gnq), "audit.quantization": flat(self.audit.quantization),
-            "attack": flat(self.attack),
+            "attack": flat(self.attack), "attack.reference": flat(self.attack.reference),
         }
         out.update({f"attack.{name}": {k: _thawed(v) for k, v in opts.items()}
                     for name, opts in self.attack.options.items()})

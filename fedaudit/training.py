@@ -16,6 +16,13 @@ from fedaudit.gnq import GhostAuditor, gnq_from_gram_options
 from fedaudit.scenario import GnqConfig, TrainConfig
 
 
+def client_seed(seed: int, server_round: int, partition_id: int) -> int:
+    """Independent, reproducible stream per (training seed, round, client): the seed of a
+    client's local training in that round (the Flower clients and the reference
+    federations of :mod:`fedaudit.references` alike)."""
+    return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
+
+
 def pick_device(preference: str = "auto") -> torch.device:
     """``auto``: CUDA when present, else CPU."""
     if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):

@@ -534,7 +534,7 @@ def _federated_loss_auc(noise: float | None) -> tuple[float, float]:
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
     from fedaudit.posttrain import attack_sets
-    from fedaudit.simulation.client import client_seed
+    from fedaudit.training import client_seed
     from fedaudit.training import per_sample_losses
 
     s = load_scenario("defense-none", ["federation.rounds=3"])

@@ -270,3 +270,12 @@ def test_sweep_two_points_end_to_end(tmp_path, capsys):
     assert all(0 <= float(r["resmia_auc"]) <= 1 for r in rows)
     assert len(json.loads((sweep_dir / "compare.json").read_text())) == 2
     assert "[1/2]" in out.err and "[2/2]" in out.err
+
+
+def test_low_fpr_cells_say_at_fpr_zero_where_the_nonmembers_cannot_resolve_it():
+    from fedaudit.report.format import tpr_at_fpr
+
+    assert tpr_at_fpr(0.25, 1 / 1000, 0.01) == "0.250"  # 1/1000 <= 1%: a real TPR@1%
+    cell = tpr_at_fpr(0.25, 1 / 180, 0.001)  # 1/180 > 0.1%: only FPR = 0 qualifies
+    assert "0.250 at FPR = 0" in cell and 'class="lowres"' in cell
+    assert "at FPR" not in tpr_at_fpr(None, 1 / 180, 0.001)  # nothing to qualify

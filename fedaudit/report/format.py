@@ -72,6 +72,18 @@ def table(header: list[str], rows: list[list[str]], cls: str = "",
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def tpr_at_fpr(tpr: Any, resolution: Any, fpr: float) -> str:
+    """A TPR@``fpr`` cell.  Where 1/n non-members (``resolution``) exceeds ``fpr`` the only
+    threshold with FPR <= ``fpr`` is the one with no false positive at all: the cell says
+    so ("at FPR = 0", greyed) rather than show a number that looks precise."""
+    res = num(resolution)
+    if res is None or num(tpr) is None or res <= fpr:
+        return fmt(tpr)
+    return (f'<span class="lowres" title="1/n non-members = {res:.2g} &gt; {fpr:g}: no '
+            f'threshold has 0 &lt; FPR &lt;= {fpr:g}, so this is the TPR at FPR = 0">'
+            f'{fmt(tpr)} at FPR = 0</span>')
+
+
 def auc_style(v: float | None) -> str:
     """A light red background that deepens as the AUC leaves 0.5 upwards."""
     if v is None or not math.isfinite(v) or v <= 0.5:

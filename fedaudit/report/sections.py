@@ -12,7 +12,7 @@ import math
 import re
 from typing import Callable
 
-from fedaudit.report.format import auc_style, fmt, fmt_g, sparkline, table
+from fedaudit.report.format import auc_style, fmt, fmt_g, sparkline, table, tpr_at_fpr
 from fedaudit.report.registry import not_run
 from fedaudit.rundata import RunData, method_label, num, ordered_methods
 
@@ -80,8 +80,11 @@ def section_attack_table(run: RunData) -> str:
     rows = []
     for m in ordered_methods(att):
         a = att[m] or {}
-        rows.append([method_label(m), fmt(a.get("auc")), fmt(a.get("tpr_at_1pct_fpr")),
-                     fmt(a.get("tpr_at_0p1pct_fpr")), fmt(a.get("fpr_at_80pct_tpr")),
+        res = a.get("min_fpr_resolution")
+        rows.append([method_label(m), fmt(a.get("auc")),
+                     tpr_at_fpr(a.get("tpr_at_1pct_fpr"), res, 0.01),
+                     tpr_at_fpr(a.get("tpr_at_0p1pct_fpr"), res, 0.001),
+                     fmt(a.get("fpr_at_80pct_tpr")),
                      fmt_g(a.get("min_fpr_resolution")), fmt_g(a.get("queries_per_sample")),
                      fmt_g((num(a.get("seconds_per_sample")) or math.nan) * 1e3)])
     return ("<h3>Pooled over clients (global model)</h3>"
@@ -181,9 +184,10 @@ def section_clients(run: RunData) -> str:
             cells.append(str(canaries.get(c.get("client"), 0)))
         tds = "".join(f"<td>{x}</td>" for x in cells)
         for m in methods:
-            auc = num((a.get(m) or {}).get("auc"))
-            tds += (f"<td{auc_style(auc)}>{fmt(auc)}</td>"
-                    f"<td>{fmt((a.get(m) or {}).get('tpr_at_1pct_fpr'))}</td>")
+            am = a.get(m) or {}
+            auc = num(am.get("auc"))
+            tpr = tpr_at_fpr(am.get("tpr_at_1pct_fpr"), am.get("min_fpr_resolution"), 0.01)
+            tds += f"<td{auc_style(auc)}>{fmt(auc)}</td><td>{tpr}</td>"
         body.append(f"<tr>{tds}</tr>")
     res = [num((a or {}).get("min_fpr_resolution")) for c in clients
            for a in (c.get("attacks") or {}).values()]

@@ -29,6 +29,7 @@ figure.absent figcaption,p.absent{color:var(--mute);font-style:italic;background
  padding:8px 12px;border-left:3px solid var(--line)}
 figure.error figcaption{background:#fdecea;padding:8px 12px;border-left:3px solid #c62828}
 p.guide,p.intro{max-width:900px}
+.lowres{color:var(--mute);font-style:italic;cursor:help}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0 10px}
 th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:middle}
 th{background:var(--bg2);font-weight:600}

@@ -24,15 +24,10 @@ from fedaudit import wire
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
 from fedaudit.scenario import FaultsConfig
-from fedaudit.training import pick_device, train_local
+from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
 
-
-
-def client_seed(seed: int, server_round: int, partition_id: int) -> int:
-    """Independent, reproducible stream per (scenario seed, round, client)."""
-    return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 
 class InjectedFault(RuntimeError):
