@@ -252,3 +252,18 @@ def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
     rz = _true_label_probs(references.population_probs[:, z], zy)
     return rmia_scores(tx, rx, tz, rz, gamma=gamma,
                        offline_a=None if references.online else a)
+
+
+@register_attack("fedmia", label="FedMIA", references=True, server_view=True)
+def fedmia_attack(oracle: Any, x: Any, y: Any, *,
+                  references: ReferenceSignals) -> np.ndarray:
+    """FedMIA (Zhu et al. 2024, "all for one", arXiv 2402.06289) for one client's model in
+    one round: the OTHER clients' models of that round never trained on this client's data,
+    so they are free OUT references; the score is LiRA's one-sided offline test with a
+    per-sample Gaussian over them (:func:`lira_scores`, ``fixed_variance=False``).  The
+    curious server runs it (``attack.targets`` = clients); the combination over rounds is
+    in :mod:`fedaudit.positions`."""
+    labels = np.asarray(y)
+    target = logit_confidence(oracle.predict_proba(x), labels)
+    others = logit_confidence(references.probs, labels)
+    return lira_scores(target, others, None, fixed_variance=False)

@@ -28,7 +28,7 @@ from fedaudit.options import Field
 from fedaudit.registry import Registry
 
 __all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
-           "attack_label", "attack_options", "needs_references"]
+           "attack_label", "attack_options", "needs_references", "server_view"]
 
 
 class AttackFn(Protocol):
@@ -54,7 +54,7 @@ ATTACKS: Registry[str, Callable[..., np.ndarray]] = Registry(
 def register_attack(name: str, *, label: str | None = None,
                     options: Mapping[str, Field] | None = None,
                     cost: Callable[..., float] | None = None, references: bool = False,
-                    replace: bool = False):
+                    server_view: bool = False, replace: bool = False):
     """Decorator: register ``fn(oracle, x, y, **options)`` under ``name`` (lowercase
     letters, digits, ``-``, ``_``).  ``label`` names it in tables (default: the name);
     ``options`` declares its keyword options: they become the scenario table
@@ -62,13 +62,16 @@ def register_attack(name: str, *, label: str | None = None,
     ``cost(sample_shape, **options)`` estimates oracle queries per sample (progress ETA;
     default 1).  ``references=True``: the attack also gets ``references=`` a
     :class:`attacks.reference.ReferenceSignals` (reference models' outputs; the run
-    trains them, :mod:`fedaudit.references`).
+    trains them, :mod:`fedaudit.references`).  ``server_view=True``: the attack scores a
+    client's model as the server received it, with the other clients' models of the round
+    as its references (FedMIA); it runs on the ``clients`` target only.
 
     Registering a different function under a taken name raises ``ValueError`` (unless
     ``replace``); re-registering the same function (e.g. a module reload) replaces it.
     """
     return ATTACKS.register(name, replace=replace, label=label or name,
-                            options=dict(options or {}), cost=cost, references=references)
+                            options=dict(options or {}), cost=cost, references=references,
+                            server_view=server_view)
 
 
 def attack_names() -> list[str]:
@@ -89,6 +92,11 @@ def attack_label(name: str) -> str:
 def needs_references(name: str) -> bool:
     """Whether the attack scores with reference models (``references=True``)."""
     return bool(ATTACKS.meta(name).get("references"))
+
+
+def server_view(name: str) -> bool:
+    """Whether the attack needs the curious server's view (``server_view=True``)."""
+    return bool(ATTACKS.meta(name).get("server_view"))
 
 
 def attack_options(name: str) -> Mapping[str, Field]:

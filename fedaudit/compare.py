@@ -64,6 +64,16 @@ def _attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
     return out
 
 
+#: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)
+POSITION_COLUMNS = {"insider": "insider_best", "curious server": "server_best"}
+
+
+def _position_cells(r: dict[str, Any]) -> dict[str, float | None]:
+    return {POSITION_COLUMNS[p["position"]]: num(p.get("auc"))
+            for p in r.get("attack_positions") or []
+            if isinstance(p, dict) and p.get("position") in POSITION_COLUMNS}
+
+
 def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     """The rows of one loaded run (global release first, then one per quantizer)."""
     r = run.results
@@ -73,7 +83,8 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     base = {"run": run.path.name, "scenario": run.name, "defense": defense, "epsilon": eps,
             "release": "global", "status": "ok",
             "test_accuracy": num((r.get("model") or {}).get("test_accuracy")),
-            **_attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant)}
+            **_attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant),
+            **_position_cells(r)}
     rows = [base]
     if quantized:
         for e in quant:
@@ -156,7 +167,7 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     metric_sfx = ("_auc", "_tpr_1pct_fpr")
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
     metric = [f"{m}{s}" for m in methods for s in metric_sfx]
-    tail = [k for k in ("rqn_mean", "rqn") if k in keys]
+    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values()) if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
             and k != "error"]
     cols = head + [k for k in BASE_COLUMNS if k in keys] + metric + tail
@@ -195,7 +206,8 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 
 _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "rqn_mean": "mean\nr_Qn",
-            "rqn": "quant\nr_Qn", "release": "release", "status": "status"}
+            "rqn": "quant\nr_Qn", "release": "release", "status": "status",
+            "insider_best": "insider\nbest AUC", "server_best": "server\nbest AUC"}
 
 
 def _header(col: str) -> str:
@@ -220,7 +232,7 @@ def _cell(col: str, v: Any) -> str:
 
 def _numeric(col: str) -> bool:
     return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
-                                                     "epsilon")
+                                                     "epsilon", *POSITION_COLUMNS.values())
 
 
 def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -89,10 +89,28 @@ def _check_methods(methods: list[str]) -> str | None:
     return None if methods else "must list at least one attack (or set enabled = false)"
 
 
+#: what the attacks target: the final global model (the outsider), each quantized
+#: release, each client's local model as the server received it (the curious server), the
+#: global model after each round (an insider who sees the trajectory)
+TARGETS = ("global", "quantized", "clients", "rounds")
+
+
 def _check_targets(targets: list[str]) -> str | None:
-    bad = [t for t in targets if t not in ("global", "quantized")]
+    bad = [t for t in targets if t not in TARGETS]
     if bad:
-        return f"unknown target {bad[0]!r}; allowed: global, quantized"
+        return f"unknown target {bad[0]!r}; allowed: {', '.join(TARGETS)}"
+    if len(set(targets)) != len(targets):
+        return "lists a target twice"
+    return None
+
+
+def _check_rounds(value: str | list) -> str | None:
+    if isinstance(value, str):
+        return None if value in ("last", "all") else "must be 'last', 'all' or a list of rounds"
+    if not value or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in value):
+        return "a list of rounds must hold round numbers >= 1"
+    if len(set(value)) != len(value):
+        return "lists a round twice"
     return None
 
 
@@ -197,8 +215,13 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
         "methods": _f(list, list(DEFAULT_ATTACKS), "attacks to run (registered attacks)",
                       item_types=(str,), item_choices=lambda: _registries()[3].names(),
                       check=_check_methods),
-        "targets": _f(list, ["global", "quantized"], "attack the global model and/or each "
-                      "quantized release", item_types=(str,), check=_check_targets),
+        "targets": _f(list, ["global", "quantized"], "global (the final model), quantized "
+                      "(each quantized release), clients (each client's model as the server "
+                      "received it), rounds (the global model after each round)",
+                      item_types=(str,), check=_check_targets),
+        "rounds": _f((str, list), "last", "rounds attacked by the clients / rounds targets: "
+                     "last (each client's last round; the final round), all, or a list",
+                     check=_check_rounds),
         "members_per_client": _f(int, 0, "members scored per client (0 = all)", min=0),
         "seed": _f(int, 0, "seed for member/non-member sampling", min=0),
         "batch_size": _f(int, 512, "queries per oracle batch", min=1),
@@ -353,6 +376,10 @@ def _check_cross(s: Scenario, source: str) -> None:
     if problem:
         raise ScenarioError(f"{source}: {problem}")
     _check_references(s, source)
+    rounds = s.attack.rounds
+    if not isinstance(rounds, str) and max(rounds) > fed.rounds:
+        raise ScenarioError(f"{source}: attack.rounds = {list(rounds)!r}: round {max(rounds)} "
+                            f"does not exist; allowed: 1..{fed.rounds}")
     if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "
                             "federation.client_resources.num_gpus > 0")
@@ -363,7 +390,8 @@ def _check_references(s: Scenario, source: str) -> None:
     FedAvg with the clients' own training code: they reproduce the target's recipe only
     for FedAvg without a server-side defense."""
     attacks = _registries()[3]
-    need = [m for m in s.attack.methods if attacks.meta(m).get("references")]
+    need = [m for m in s.attack.methods if attacks.meta(m).get("references")
+            and not attacks.meta(m).get("server_view")]
     if not (s.attack.enabled and need):
         return
     what = f"attack.methods lists {', '.join(need)} (reference-model attacks)"

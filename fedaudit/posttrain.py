@@ -26,18 +26,18 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from attacks.membership import evaluate_attacks, sample_members, sample_nonmembers
+from attacks.membership import evaluate_attacks
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals
 from attacks.registry import ATTACKS
-from attacks.registry import attack_options as declared
-from attacks.registry import needs_references
+from attacks.registry import needs_references, server_view
 from attacks.resmia import resmia_scores
+from fedaudit.attack_sets import attack_options, attack_sets, result_metrics, scored_ids
 from fedaudit.data import FederatedData
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
-from fedaudit.options import PASS_ALWAYS
 from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
+from fedaudit.positions import attack_positions, round_attacks, server_view_attacks
 from fedaudit.references import (attack_split, load_or_train, reference_signals,
                                  uses_references)
 from fedaudit.rundir import atomic_save_npz, load_checkpoint
@@ -94,50 +94,6 @@ def quantization_audit(scenario: Scenario, data: FederatedData, recorders: list,
     return entries, releases
 
 
-def attack_sets(scenario: Scenario, data: FederatedData,
-                nonmember_pool: np.ndarray | None = None) -> list[dict[str, np.ndarray]]:
-    """Per client: member ids and class-matched non-member ids from ``nonmember_pool``
-    (default the holdout split; :func:`fedaudit.references.attack_split` halves it when
-    reference attacks run)."""
-    cfg = scenario.attack
-    pool = data.holdout if nonmember_pool is None else nonmember_pool
-    sets = []
-    for c, ids in enumerate(data.clients):
-        rng = np.random.default_rng([cfg.seed, c])
-        cap = min(len(ids), len(pool))
-        if cfg.members_per_client:
-            cap = min(cap, cfg.members_per_client)
-        members = sample_members(ids, cap if cap < len(ids) else None, rng)
-        draw = sample_nonmembers(data.y[members], data.y[pool], rng)
-        if draw.mismatched:
-            log.warning("client %d: holdout lacks %d class-matched non-members (topped up "
-                        "from other classes)", c, draw.mismatched)
-        sets.append({"members": members, "nonmembers": pool[draw.indices],
-                     "mismatched": draw.mismatched})
-    return sets
-
-
-def scored_ids(sets: list[dict]) -> np.ndarray:
-    """Every distinct sample an attack scores: all clients' members and non-members."""
-    return np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
-                                     for s in sets]))
-
-
-def attack_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
-    """Each method's keyword options from its ``[attack.<name>]`` table (the options it
-    declared at registration); a value equal to the option's ``unset`` is left out, so the
-    attack uses its own default."""
-
-    out: dict[str, dict[str, Any]] = {}
-    for method in scenario.attack.methods:
-        fields = declared(method)
-        values = scenario.attack.options.get(method, {})
-        out[method] = {k: v for k, v in values.items()
-                       if k in fields and not (fields[k].unset is not PASS_ALWAYS
-                                               and v == fields[k].unset)}
-    return out
-
-
 class AttackProgress:
     """Progress of the attack phase in samples (target x scored sample), advanced after
     each method by its share of the target's oracle queries (Res-MIA costs K + 1 per
@@ -173,6 +129,11 @@ class AttackProgress:
         self._show(self.methods[nxt] if nxt < len(self.methods) else "done")
 
 
+def model_methods(scenario: Scenario) -> list[str]:
+    """The methods that attack a released model (FedMIA needs the server's view)."""
+    return [m for m in scenario.attack.methods if not server_view(m)]
+
+
 def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedData,
                   sets: list[dict], device: torch.device,
                   tracker: AttackProgress | None = None,
@@ -185,7 +146,7 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
     del model  # the attacker holds the oracle only
     ids = scored_ids(sets)
     is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
-    raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, cfg.methods,
+    raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, model_methods(scenario),
                            attack_options(scenario),
                            on_method=tracker.method_done if tracker is not None else None,
                            references=references)
@@ -198,12 +159,12 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
             scores = r["scores"][[pos[int(i)] for i in sid]]
             if len(out["clients"]) <= c:
                 out["clients"].append({})
-            out["clients"][c][method] = _metrics(membership_metrics(scores, mem))
+            out["clients"][c][method] = result_metrics(membership_metrics(scores, mem))
             out["rows"].append((method, sid, np.full(len(sid), c), mem, scores))
         # Pooled over the DISTINCT samples: clients draw their non-members from one holdout,
         # so concatenating the per-client sets would count a holdout sample several times
         # and overstate the FPR resolution (1/n must count distinct non-members).
-        pooled = _metrics(r["metrics"])
+        pooled = result_metrics(r["metrics"])
         pooled["queries_per_sample"] = r["queries_per_sample"]
         pooled["seconds_per_sample"] = r["seconds_per_sample"]
         if needs_references(method) and references is not None:
@@ -218,7 +179,7 @@ def _queries_per_sample(scenario: Scenario, data: FederatedData) -> dict[str, fl
 
     opts = attack_options(scenario)
     out = {}
-    for m in scenario.attack.methods:
+    for m in model_methods(scenario):
         cost = ATTACKS.meta(m).get("cost")
         try:
             out[m] = float(cost(data.x.shape[1:], **opts[m])) if cost else 1.0
@@ -226,11 +187,6 @@ def _queries_per_sample(scenario: Scenario, data: FederatedData) -> dict[str, fl
             out[m] = 1.0
     return out
 
-
-def _metrics(m: dict) -> dict:
-    keys = ("auc", "tpr_at_1pct_fpr", "tpr_at_0p1pct_fpr", "fpr_at_80pct_tpr",
-            "min_fpr_resolution")
-    return {k: m[k] for k in keys if k in m}
 
 
 def resmia_curves(model: torch.nn.Module, scenario: Scenario, data: FederatedData, sets: list[dict],
@@ -325,7 +281,7 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
         targets += [(f"quantized:{name}", sd) for name, sd in releases.items()]
     rows: list[tuple] = []
     by_target: dict[str, dict] = {}
-    tracker = AttackProgress(progress, [t for t, _ in targets], list(scenario.attack.methods),
+    tracker = AttackProgress(progress, [t for t, _ in targets], model_methods(scenario),
                              len(scored_ids(sets)), _queries_per_sample(scenario, data))
     for target, state in targets:
         tracker.start_target(target)
@@ -360,6 +316,19 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
                                    for m in res["pooled"]}
     if results.get("quantization") and any(e["attacks"] for e in results["quantization"]):
         results["rqn_vs_attack"] = rqn_vs_attack(results["quantization"])
+    if "rounds" in scenario.attack.targets:
+        progress.phase("attacks on every round's global model")
+        results["round_attacks"], more = round_attacks(scenario, data, sets,
+                                                       recorder.checkpoints, model, device)
+        rows += more
+    if "clients" in scenario.attack.targets:
+        progress.phase("the curious server's view")
+        results["server_view"], more = server_view_attacks(scenario, data, sets, run_dir,
+                                                           model, device, progress)
+        rows += more
+    positions = attack_positions(results)
+    if positions:
+        results["attack_positions"] = positions
     if rows:
         atomic_save_npz(
             run_dir / "scores.npz",

@@ -44,7 +44,7 @@ import torch
 
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals
-from attacks.registry import needs_references
+from attacks.registry import needs_references, server_view
 from fedaudit.data import FederatedData, partition_ids
 from fedaudit.defenses import get_defense
 from fedaudit.errors import ScenarioError
@@ -64,7 +64,7 @@ __all__ = ["AttackSplit", "References", "attack_split", "cache_root", "load_or_t
 def uses_references(scenario: Scenario) -> bool:
     """Whether the scenario runs an attack that needs reference models."""
     a = scenario.attack
-    return a.enabled and any(needs_references(m) for m in a.methods)
+    return a.enabled and any(needs_references(m) and not server_view(m) for m in a.methods)
 
 
 @dataclass(frozen=True)

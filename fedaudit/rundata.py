@@ -58,7 +58,8 @@ RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_D
 # ---- attack methods ----------------------------------------------------------------------
 
 #: canonical order of attack methods (others follow alphabetically)
-METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia")
+METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia",
+                "fedmia")
 
 
 def method_label(name: str) -> str:

@@ -154,6 +154,7 @@ class AttackConfig:
     members_per_client: int
     seed: int
     batch_size: int
+    rounds: str | tuple[int, ...]
     reference: ReferenceConfig
     #: attack name -> its declared options (only attacks that declare any)
     options: Mapping[str, Mapping[str, Any]]

@@ -50,6 +50,8 @@ class ClientRound:
     gnq_ids: np.ndarray | None = None
     gnq_scores: np.ndarray | None = None
     gnq_epochs: np.ndarray | None = None  # local epoch (1-based) of each score
+    #: the client's local model as the server received it (only with keep_client_models)
+    state: dict | None = None
 
 
 @dataclass
@@ -82,13 +84,17 @@ class AuditingStrategy(Strategy):
     min_clients : fewest valid replies needed to replace the global model.
     round_offset : rounds already finished before this ``start`` (resuming a run): Flower
         counts rounds from 1 in every ``start``, clients and records see the true round.
+    keep_client_models : hand each valid reply's model (as received, before the wrapped
+        strategy clips or noises anything) to ``on_round`` in ``ClientRound.state`` -- the
+        curious server's view (:mod:`fedaudit.positions`).
     """
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
                  gnq_server: GnqConfig | None = None, min_clients: int = 1,
-                 round_offset: int = 0) -> None:
+                 round_offset: int = 0, keep_client_models: bool = False) -> None:
         self.strategy = strategy
+        self.keep_client_models = keep_client_models
         self.round_offset = round_offset
         self.on_round = on_round
         self.gnq_server = gnq_server
@@ -209,6 +215,8 @@ class AuditingStrategy(Strategy):
                     record.gnq_scores = np.asarray(cfg[wire.GNQ_SCORES], dtype=np.float64)
                     if wire.GNQ_EPOCHS in cfg:
                         record.gnq_epochs = np.asarray(cfg[wire.GNQ_EPOCHS], dtype=np.int64)
+            if self.keep_client_models:
+                record.state = content.array_records[ARRAYS_KEY].to_torch_state_dict()
             if keys:
                 u = _flat(content.array_records[ARRAYS_KEY], keys) - _flat(self._global, keys)
                 record.update_norm = float(np.linalg.norm(u))

@@ -21,7 +21,8 @@ from fedaudit import cli
 from fedaudit.config import ScenarioError, load_scenario
 
 TINY = ["federation.num_clients=3", "federation.rounds=2",
-        "audit.quantization.quantizers=['fp32','int4','binary']"]
+        "audit.quantization.quantizers=['fp32','int4','binary']",
+        "attack.targets=['global','quantized','clients','rounds']", "attack.rounds='all'"]
 OFF = TINY + ["attack.enabled=false", "audit.quantization.enabled=false",
               "audit.gnq.client=false", "audit.gnq.server=false", "canaries.count=0"]
 

@@ -156,6 +156,27 @@ def section_quant_table(run: RunData) -> str:
     return out
 
 
+def section_positions(run: RunData) -> str:
+    """The attacker positions table (results.json ``attack_positions``)."""
+    rows = [p for p in run.results.get("attack_positions") or [] if isinstance(p, dict)]
+    if not rows:
+        return ('<p class="absent">Only the outsider was simulated: add "clients" (the '
+                'curious server) and "rounds" (the global model round by round) to '
+                'attack.targets.</p>')
+    body = [[html.escape(str(p.get("position"))), html.escape(str(p.get("target")))
+             + (f" (round {p['round']})" if p.get("round") is not None else ""),
+             method_label(str(p.get("best_method"))), fmt(p.get("auc")),
+             fmt(p.get("tpr_at_1pct_fpr"))] for p in rows]
+    sv = run.results.get("server_view") or {}
+    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in sv.get("notes") or [])
+    seen = (f'<p class="guide">What the server attacks: {html.escape(str(sv["model_seen"]))}.'
+            "</p>") if sv.get("model_seen") else ""
+    return ("<h3>Who learns what</h3>"
+            + table(["position", "what it attacks", "best attack", "AUC", "TPR@1%FPR"], body,
+                    "num", text_cols=(0, 1, 2))
+            + seen + (f"<ul class=\"notes\">{notes}</ul>" if notes else ""))
+
+
 def section_clients(run: RunData) -> str:
     """The per-client table."""
     clients = [c for c in run.results.get("clients") or [] if isinstance(c, dict)]
@@ -231,6 +252,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[RunData], str] | None,
     ("quantization", "Post-training quantization and r_Qn", "Each quantizer applied to the "
      "released global model; r_Qn is the attack-free membership-inference-security "
      "indicator computed from the quantized training trajectory.", None, section_quant_table),
+    ("positions", "Attacker positions", "The same attacks from where a federated attacker "
+     "stands: outside (the final global model), inside (the global model of every round), "
+     "and at the server (every client's model as received).", section_positions, None),
     ("clients", "Per-client table", "", section_clients, None),
     ("scenario", "Resolved scenario", "", section_scenario, None),
 ]

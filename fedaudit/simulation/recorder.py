@@ -18,6 +18,7 @@ from fedaudit.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
                              atomic_write_text, checkpoint_path)
+from fedaudit.positions import save_client_models
 from fedaudit.scenario import Scenario
 from fedaudit.training import evaluate
 from strategies.auditing import RoundAudit
@@ -114,6 +115,7 @@ class RunRecorder:
         # Python's RNG picks the clients of the next round (flwr's sample_nodes)
         atomic_write_text(self.ckpt_dir / f"rng-{round_:04d}.json", json.dumps(random.getstate()))
         self._save_client_gnq(round_, audit)
+        self._save_client_models(round_, audit)
         self.checkpoints.append(path)
         clients = [c.partition_id for c in audit.clients]
         losses = [c.train_loss for c in audit.clients]
@@ -150,6 +152,13 @@ class RunRecorder:
         self.rounds.append(record)
         if self.progress is not None:
             self.progress.round_done(round_, record)
+
+    def _save_client_models(self, round_: int, audit: RoundAudit) -> None:
+        """The clients' local models of the round (the curious server's view), kept only
+        for the rounds ``attack.rounds`` asks for (:func:`fedaudit.positions.client_model_dir`)."""
+        states = {c.partition_id: c.state for c in audit.clients if c.state is not None}
+        if states:
+            save_client_models(self.run_dir, round_, states, self.scenario.attack.rounds)
 
     def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
         parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]

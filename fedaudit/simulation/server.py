@@ -19,6 +19,7 @@ from fedaudit.results import add_defense_results, assemble_results
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
 from fedaudit.simulation.recorder import Progress, RunRecorder, _NoProgress
 from fedaudit.simulation.strategy_factory import make_strategy
+from fedaudit.positions import keeps_client_models
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
@@ -43,7 +44,8 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
     strategy = AuditingStrategy(make_strategy(scenario, seed=train_seed), on_round=recorder,
                                 gnq_server=gnq if gnq.server else None,
                                 min_clients=scenario.federation.min_clients,
-                                round_offset=done)
+                                round_offset=done,
+                                keep_client_models=not subdir and keeps_client_models(scenario))
     strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
                    num_rounds=rounds - done,
                    timeout=scenario.federation.timeout,

@@ -1,0 +1,261 @@
+"""The federated attacker's positions (docs/algorithms.md section 9).
+
+- **Outsider**: queries the final global model (``attack.targets`` ``global``; as before).
+- **Insider**: sees the global model after every round (a client does): target ``rounds``,
+  the single-model attacks on each round's global checkpoint, pooled over the clients'
+  audit sets.
+- **Curious server**: receives every client's local model each round: target ``clients``,
+  each client's model as the server received it (before the wrapped strategy clips or
+  noises anything -- under ``dp-client`` the client already clipped it, under ``dp-sgd``
+  it is the DP-trained model) attacked on that client's own members against its
+  class-matched non-members, with the single-model attacks and FedMIA (the other clients'
+  models of the round as OUT references).
+
+Which rounds: ``attack.rounds`` -- ``last`` (each client's last participating round),
+``all``, or a list.  The server keeps the received client models on disk under
+``client_models/round-NNNN/`` only for the rounds that can still be asked for (with
+``last``, a round's folder goes as soon as each of its clients has trained again).
+
+FedMIA over several rounds: the sum over the rounds the server saw of the per-round
+log one-sided p-values (a product of the per-round likelihoods, treating rounds as
+independent), reported as ``fedmia_combined``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks.membership import evaluate_attacks
+from attacks.oracle import Oracle
+from attacks.reference import ReferenceSignals
+from attacks.registry import needs_references, server_view
+from fedaudit.attack_sets import attack_options, result_metrics
+from fedaudit.data import FederatedData
+from fedaudit.metrics import membership_metrics
+from fedaudit.rundir import atomic_torch_save, load_checkpoint
+from fedaudit.scenario import Scenario
+
+log = logging.getLogger("fedaudit")
+
+CLIENT_MODELS = "client_models"
+#: fewest other clients in a round for FedMIA's per-sample Gaussian
+FEDMIA_MIN_OTHERS = 3
+
+__all__ = ["attack_positions", "client_model_rounds", "keeps_client_models", "round_attacks",
+           "save_client_models", "server_view_attacks"]
+
+
+def keeps_client_models(scenario: Scenario) -> bool:
+    return scenario.attack.enabled and "clients" in scenario.attack.targets
+
+
+def _round_dir(run_dir: Path, round_: int) -> Path:
+    return run_dir / CLIENT_MODELS / f"round-{round_:04d}"
+
+
+def client_model_rounds(run_dir: Path) -> dict[int, list[int]]:
+    """round -> the clients whose received model is on disk for it."""
+    out: dict[int, list[int]] = {}
+    root = run_dir / CLIENT_MODELS
+    for d in sorted(root.glob("round-*")) if root.is_dir() else []:
+        m = re.fullmatch(r"round-(\d+)", d.name)
+        clients = sorted(int(p.stem.split("-")[1]) for p in d.glob("client-*.pt"))
+        if m and clients:
+            out[int(m.group(1))] = clients
+    return out
+
+
+def save_client_models(run_dir: Path, round_: int, states: dict[int, dict],
+                       policy: str | tuple[int, ...]) -> None:
+    """Keep the round's received client models when ``policy`` (``attack.rounds``) can ask
+    for them; with ``last``, drop the earlier rounds whose clients all trained again."""
+    if not isinstance(policy, str) and round_ not in policy:
+        return
+    d = _round_dir(run_dir, round_)
+    d.mkdir(parents=True, exist_ok=True)
+    for c, state in states.items():
+        atomic_torch_save(state, d / f"client-{c:04d}.pt")
+    if policy != "last":
+        return
+    rounds = client_model_rounds(run_dir)
+    latest = {c: r for r, cs in sorted(rounds.items()) for c in cs}
+    for r, cs in rounds.items():
+        if r < round_ and all(latest[c] > r for c in cs):
+            shutil.rmtree(_round_dir(run_dir, r), ignore_errors=True)
+
+
+def _selected(rounds: list[int], policy: str | tuple[int, ...]) -> list[int]:
+    if policy == "last":
+        return rounds[-1:]
+    if policy == "all":
+        return rounds
+    return [r for r in rounds if r in policy]
+
+
+def _single_model_methods(scenario: Scenario) -> list[str]:
+    """The attacks that need nothing but the target (no reference models)."""
+    return [m for m in scenario.attack.methods if not needs_references(m)]
+
+
+def _skipped_note(scenario: Scenario, target: str) -> list[str]:
+    skipped = [m for m in scenario.attack.methods
+               if needs_references(m) and not (server_view(m) and target == "clients")]
+    if not skipped:
+        return []
+    return [f"{', '.join(skipped)} not run on the {target} target (reference models are "
+            "trained for the final global model only"
+            + ("; FedMIA runs on client models" if "fedmia" in skipped else "") + ")"]
+
+
+def _probs(model: torch.nn.Module, state: dict, x: np.ndarray, device: torch.device,
+           batch_size: int) -> np.ndarray:
+    model.load_state_dict(state)
+    return Oracle(model, batch_size=batch_size, device=device).predict_proba(x)
+
+
+def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict],
+                        run_dir: Path, model: torch.nn.Module, device: torch.device,
+                        progress=None) -> tuple[dict[str, Any], list[tuple]]:
+    """The curious server: every client's received model at the selected rounds, attacked
+    on that client's audit set.  Returns (results.json ``server_view``, scores.npz rows)."""
+    cfg = scenario.attack
+    available = client_model_rounds(run_dir)
+    single = _single_model_methods(scenario)
+    want_fedmia = any(server_view(m) for m in cfg.methods)
+    options = attack_options(scenario)
+    notes = _skipped_note(scenario, "clients")
+    clients, rows = [], []
+    pooled: dict[str, tuple[list, list]] = {}
+    for c, s in enumerate(sets):
+        if progress is not None:
+            progress.step("server view", c, len(sets), f"client {c}")
+        sid = np.concatenate([s["members"], s["nonmembers"]])
+        mem = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
+        entry: dict[str, Any] = {"client": c, "rounds": {}}
+        combined, n_combined, last_scores = np.zeros(len(sid)), 0, {}
+        rounds = _selected(sorted(r for r, cs in available.items() if c in cs), cfg.rounds)
+        for r in rounds:
+            others = [o for o in available[r] if o != c]
+            methods, signals = list(single), None
+            if want_fedmia and len(others) >= FEDMIA_MIN_OTHERS:
+                probs = [_probs(model, load_checkpoint(_round_dir(run_dir, r) / f"client-{o:04d}.pt"),
+                                data.x[sid], device, cfg.batch_size) for o in others]
+                signals = ReferenceSignals(np.stack(probs), None, data.x[:0], data.y[:0],
+                                           np.zeros((len(others), 0, data.num_classes)))
+                methods += [m for m in cfg.methods if server_view(m)]
+            elif want_fedmia:
+                note = (f"FedMIA needs >= {FEDMIA_MIN_OTHERS} other clients in a round; "
+                        f"client {c} round {r} had {len(others)}")
+                if note not in notes:
+                    notes.append(note)
+            if not methods:
+                continue
+            model.load_state_dict(load_checkpoint(_round_dir(run_dir, r) / f"client-{c:04d}.pt"))
+            oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
+            raw = evaluate_attacks(oracle, data.x[sid], data.y[sid], mem, methods, options,
+                                   references=signals)
+            entry["rounds"][str(r)] = {m: result_metrics(v["metrics"]) for m, v in raw.items()}
+            for m, v in raw.items():
+                rows.append((f"client-model:r{r}", m, sid, np.full(len(sid), c), mem,
+                             v["scores"]))
+                last_scores[m] = v["scores"]
+                if server_view(m):
+                    combined, n_combined = combined + v["scores"], n_combined + 1
+        if n_combined > 1:
+            entry["fedmia_combined"] = result_metrics(membership_metrics(combined, mem))
+            last_scores = {**last_scores, **{m: combined for m in last_scores if server_view(m)}}
+        for m, sc in last_scores.items():
+            pooled.setdefault(m, ([], []))
+            pooled[m][0].append(sc)
+            pooled[m][1].append(mem)
+        clients.append(entry)
+    if progress is not None:
+        progress.step("server view", len(sets), len(sets), "done")
+    out: dict[str, Any] = {
+        "rounds": cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
+        "model_seen": _what_the_server_sees(scenario),
+        "clients": clients,
+        "pooled": {m: result_metrics(membership_metrics(np.concatenate(sc), np.concatenate(mm)))
+                   for m, (sc, mm) in pooled.items()},
+        "notes": notes,
+    }
+    if not available:
+        out["notes"].append("no client models were kept (a resumed run keeps only the "
+                            "rounds trained after resuming)")
+    return out, rows
+
+
+def _what_the_server_sees(scenario: Scenario) -> str:
+    kind = scenario.defense.kind
+    if kind == "dp-sgd":
+        return "each client's DP-SGD-trained local model, as sent"
+    if kind == "dp-client":
+        return "each client's local model after its own update clipping (noise is added " \
+               "later, to the aggregate)"
+    if kind in ("dp-server", "clip"):
+        return "each client's local model as sent, BEFORE the server clips (and noises) it"
+    return "each client's local model, as sent"
+
+
+def round_attacks(scenario: Scenario, data: FederatedData, sets: list[dict],
+                  checkpoints: list[Path], model: torch.nn.Module,
+                  device: torch.device) -> tuple[list[dict[str, Any]], list[tuple]]:
+    """The insider: the global model after each selected round, the single-model attacks
+    pooled over every client's audit set.  Returns (results.json ``round_attacks``, rows)."""
+    cfg = scenario.attack
+    methods = _single_model_methods(scenario)
+    if not methods:
+        return [], []
+    rounds = _selected(list(range(1, len(checkpoints) + 1)), cfg.rounds)
+    ids = np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
+                                    for s in sets]))
+    mem = np.isin(ids, np.concatenate([s["members"] for s in sets])).astype(np.int8)
+    client = np.full(len(ids), -1)
+    out, rows = [], []
+    for r in rounds:
+        model.load_state_dict(load_checkpoint(checkpoints[r - 1]))
+        oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
+        raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], mem, methods,
+                               attack_options(scenario))
+        out.append({"round": r, "attacks": {m: result_metrics(v["metrics"])
+                                            for m, v in raw.items()}})
+        rows += [(f"round:{r}", m, ids, client, mem, v["scores"]) for m, v in raw.items()]
+    return out, rows
+
+
+def _best(attacks: dict[str, dict]) -> tuple[str, dict] | None:
+    scored = [(m, a) for m, a in attacks.items() if a.get("auc") is not None]
+    return max(scored, key=lambda ma: ma[1]["auc"]) if scored else None
+
+
+def attack_positions(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """results.json ``attack_positions``: per position, the best method's pooled AUC and
+    TPR@1%FPR (best = highest AUC)."""
+    rows = []
+
+    def add(position: str, target: str, attacks: dict, **extra: Any) -> None:
+        best = _best(attacks)
+        if best:
+            m, a = best
+            rows.append({"position": position, "target": target, "best_method": m,
+                         "auc": a["auc"], "tpr_at_1pct_fpr": a.get("tpr_at_1pct_fpr"), **extra})
+
+    add("outsider", "final global model", results.get("attacks") or {})
+    per_round = results.get("round_attacks") or []
+    if per_round:
+        best = max(((r["round"], *b) for r in per_round if (b := _best(r["attacks"]))),
+                   key=lambda x: x[2]["auc"], default=None)
+        if best:
+            add("insider", "global model after each round", {best[1]: best[2]},
+                round=best[0])
+    sv = results.get("server_view") or {}
+    if sv.get("pooled"):
+        add("curious server", "each client's received model", sv["pooled"])
+    return rows

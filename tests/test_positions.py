@@ -1,0 +1,151 @@
+"""The attacker's positions (fedaudit/positions.py): FedMIA against a hand-computed case,
+which client models the server keeps, round selection, and a run with the clients and
+rounds targets."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attacks.membership import evaluate_attacks
+from attacks.reference import ReferenceSignals
+from fedaudit.positions import (_selected, attack_positions, client_model_rounds,
+                                save_client_models)
+
+TOL = dict(rtol=1e-12, atol=1e-12)  # float64 on O(1) values
+
+
+class _FixedOracle:
+    def __init__(self, proba):
+        self.proba = np.asarray(proba, dtype=np.float64)
+        self.queries = 0
+
+    def predict_proba(self, x):
+        self.queries += len(x)
+        return self.proba[np.asarray(x, dtype=int)]
+
+
+def _phi_probs(phi):
+    """Two-class probabilities whose LiRA statistic log(p0 / p1) is ``phi`` (label 0)."""
+    p0 = 1.0 / (1.0 + math.exp(-phi))
+    return [p0, 1.0 - p0]
+
+
+def test_fedmia_hand_computed_three_out_models_two_samples():
+    # the other clients' models: statistics {0, 1, 2} on sample 0 (mean 1, std sqrt(2/3)),
+    # {1, 1, 4} on sample 1 (mean 2, std sqrt(2)); the client's model: 2 and 1
+    others = np.array([[_phi_probs(0.0), _phi_probs(1.0)],
+                       [_phi_probs(1.0), _phi_probs(1.0)],
+                       [_phi_probs(2.0), _phi_probs(4.0)]])
+    signals = ReferenceSignals(others, None, np.zeros(0), np.zeros(0, dtype=int),
+                               np.zeros((3, 0, 2)))
+    target = np.array([_phi_probs(2.0), _phi_probs(1.0)])
+    out = evaluate_attacks(_FixedOracle(target), np.array([0, 1]), np.array([0, 0]),
+                           np.array([1, 0]), ["fedmia"], references=signals)
+
+    def log_cdf(z):
+        return math.log(0.5 * (1 + math.erf(z / math.sqrt(2))))
+
+    # float64 round trip of phi through the logistic: relative error ~1e-15
+    np.testing.assert_allclose(out["fedmia"]["scores"],
+                               [log_cdf(1 / math.sqrt(2 / 3)), log_cdf(-1 / math.sqrt(2))],
+                               rtol=1e-9, atol=1e-9)
+    assert out["fedmia"]["scores"][0] > out["fedmia"]["scores"][1]
+
+
+def test_round_selection():
+    assert _selected([2, 5, 7], "last") == [7]
+    assert _selected([2, 5, 7], "all") == [2, 5, 7]
+    assert _selected([2, 5, 7], (5, 6)) == [5]
+    assert _selected([], "last") == []
+
+
+def _state(v):
+    return {"w": torch.full((2,), float(v))}
+
+
+def test_server_keeps_only_the_rounds_last_can_still_ask_for(tmp_path):
+    # round 1: clients 0,1,2; round 2: 0,1; round 3: 1,2
+    save_client_models(tmp_path, 1, {0: _state(1), 1: _state(1), 2: _state(1)}, "last")
+    save_client_models(tmp_path, 2, {0: _state(2), 1: _state(2)}, "last")
+    assert client_model_rounds(tmp_path) == {1: [0, 1, 2], 2: [0, 1]}  # client 2's last: 1
+    save_client_models(tmp_path, 3, {1: _state(3), 2: _state(3)}, "last")
+    # round 1: every client trained again -> gone; round 2 is still client 0's last
+    assert client_model_rounds(tmp_path) == {2: [0, 1], 3: [1, 2]}
+
+
+def test_server_keeps_listed_rounds_or_all(tmp_path):
+    for r in (1, 2, 3):
+        save_client_models(tmp_path / "list", r, {0: _state(r), 1: _state(r)}, (2,))
+        save_client_models(tmp_path / "all", r, {0: _state(r)}, "all")
+    assert client_model_rounds(tmp_path / "list") == {2: [0, 1]}
+    assert client_model_rounds(tmp_path / "all") == {1: [0], 2: [0], 3: [0]}
+
+
+def test_attack_positions_pick_each_positions_best_method():
+    results = {
+        "attacks": {"loss": {"auc": 0.6, "tpr_at_1pct_fpr": 0.01},
+                    "entropy": {"auc": 0.62, "tpr_at_1pct_fpr": 0.0}},
+        "round_attacks": [{"round": 1, "attacks": {"loss": {"auc": 0.55}}},
+                          {"round": 2, "attacks": {"loss": {"auc": 0.7,
+                                                            "tpr_at_1pct_fpr": 0.1}}}],
+        "server_view": {"pooled": {"loss": {"auc": 0.65}, "fedmia": {"auc": 0.8}}},
+    }
+    rows = {r["position"]: r for r in attack_positions(results)}
+    assert (rows["outsider"]["best_method"], rows["outsider"]["auc"]) == ("entropy", 0.62)
+    assert (rows["insider"]["round"], rows["insider"]["auc"]) == (2, 0.7)
+    assert (rows["curious server"]["best_method"], rows["curious server"]["auc"]) == \
+        ("fedmia", 0.8)
+
+
+def test_fedmia_only_for_the_server_view():
+    from fedaudit.config import load_scenario
+    from fedaudit.posttrain import model_methods
+    from fedaudit.references import uses_references
+
+    s = load_scenario("quickstart", ["attack.methods=['loss','fedmia']",
+                                     "attack.targets=['global','clients']"])
+    assert model_methods(s) == ["loss"] and not uses_references(s)
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("attack.rounds=[0]", "round numbers >= 1"),
+    ("attack.rounds=[9]", "round 9 does not exist"),
+    ("attack.rounds=first", "'last', 'all' or a list"),
+    ("attack.targets=['server']", "allowed: global, quantized, clients, rounds"),
+])
+def test_round_and_target_errors(value, fragment):
+    from fedaudit.config import load_scenario
+    from fedaudit.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario("quickstart", [value])
+    assert fragment in str(exc.value)
+
+
+@pytest.mark.e2e
+def test_clients_and_rounds_targets_write_per_client_per_round_metrics(tmp_path):
+    import fedaudit
+
+    run = fedaudit.run("quickstart", out=tmp_path, progress=False, report=True, overrides=[
+        "federation.num_clients=4", "federation.rounds=2", "data.max_samples=400",
+        "train.local_epochs=1", "audit.gnq.client=false", "audit.quantization.enabled=false",
+        "attack.methods=['loss','fedmia']", "attack.targets=['global','clients','rounds']",
+        "attack.rounds='all'"])
+    r = run.results
+    sv = r["server_view"]
+    assert len(sv["clients"]) == 4
+    for c in sv["clients"]:
+        assert set(c["rounds"]) == {"1", "2"}
+        for per_round in c["rounds"].values():
+            assert set(per_round) == {"loss", "fedmia"}  # 3 other clients: FedMIA runs
+            assert 0.0 <= per_round["loss"]["auc"] <= 1.0
+        assert "fedmia_combined" in c
+    assert [x["round"] for x in r["round_attacks"]] == [1, 2]
+    assert {p["position"] for p in r["attack_positions"]} == {"outsider", "insider",
+                                                             "curious server"}
+    targets = set(run.scores()["target"])
+    assert {"global", "round:1", "round:2", "client-model:r1", "client-model:r2"} <= targets
+    html = (run.dir / "report.html").read_text(encoding="utf-8")
+    assert "curious server" in html
