@@ -386,9 +386,9 @@ def _check_cross(s: Scenario, source: str) -> None:
 
 
 def _check_references(s: Scenario, source: str) -> None:
-    """The reference federations (fedaudit.references) are trained in-process as plain
-    FedAvg with the clients' own training code: they reproduce the target's recipe only
-    for FedAvg without a server-side defense."""
+    """The reference federations (fedaudit.references) are trained in-process as FedAvg
+    with the clients' own training code: they reproduce the target's recipe for FedAvg
+    only."""
     attacks = _registries()[3]
     need = [m for m in s.attack.methods if attacks.meta(m).get("references")
             and not attacks.meta(m).get("server_view")]
@@ -399,10 +399,6 @@ def _check_references(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: {what}: the reference models are trained as FedAvg "
                             f"federations; federation.strategy = {s.federation.strategy!r} is "
                             "not supported with them (allowed: 'FedAvg')")
-    if s.defense.kind not in ("none", "dp-sgd"):
-        raise ScenarioError(f"{source}: {what}: defense.kind = {s.defense.kind!r} is not "
-                            "reproduced by the reference training yet; allowed with them: "
-                            "none, dp-sgd")
     ref = s.attack.reference
     if ref.mode == "online" and (ref.models < 2 or ref.models % 2):
         raise ScenarioError(f"{source}: attack.reference.models = {ref.models}: online mode "

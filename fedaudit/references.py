@@ -16,8 +16,9 @@ Without a reference attack the non-member pool is the whole holdout, as before.
 like the target: the same model and initialisation rule, ``num_clients`` clients over the
 scenario's partitioner, ``rounds`` rounds of FedAvg with the same client sampling fraction,
 each client running :func:`fedaudit.training.train_local` -- the Flower clients' own code --
-with the same optimizer, learning rate, local epochs and batch size, and under ``dp-sgd``
-the same DP-SGD.  Reference k trains on a random half of the test split (seeded by k);
+with the same optimizer, learning rate, local epochs and batch size, under ``dp-sgd``
+the same DP-SGD, and under ``dp-server`` / ``dp-client`` / ``clip`` the same update
+clipping and Gaussian noise on the mean.  Reference k trains on a random half of the test split (seeded by k);
 online, plus the audit samples that are IN for it: every audit sample, member or not, is
 IN for exactly half of the references.  They train in this process (no Ray).
 
@@ -141,9 +142,32 @@ def _average(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dic
     return out
 
 
+def _clip_update(state: dict[str, torch.Tensor], start: dict[str, torch.Tensor],
+                 clip_norm: float) -> dict[str, torch.Tensor]:
+    """``start + u * min(1, C / ||u||)``, ``u = state - start`` flattened over every tensor
+    (Flower's ``compute_clip_model_update``, which the dp-server / dp-client / clip
+    wrappers apply to each reply)."""
+    u = {k: state[k].double() - start[k].double() for k in state}
+    norm = float(torch.sqrt(sum((v ** 2).sum() for v in u.values())))
+    scale = min(1.0, clip_norm / norm) if norm > 0 else 1.0
+    return {k: (start[k].double() + u[k] * scale).to(state[k].dtype) for k in state}
+
+
+def _add_noise(state: dict[str, torch.Tensor], std: float,
+               gen: np.random.Generator) -> dict[str, torch.Tensor]:
+    """Gaussian noise of ``std`` on every tensor of the aggregate (Flower's central DP
+    wrappers: std = noise_multiplier * clip_norm / sampled clients)."""
+    return {k: (v.double() + torch.from_numpy(gen.normal(0.0, std, tuple(v.shape))))
+            .to(v.dtype) for k, v in state.items()}
+
+
 def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, seed: int,
                     device: torch.device) -> dict[str, torch.Tensor]:
-    """One reference federation on ``ids`` (see the module docstring); its final state."""
+    """One reference federation on ``ids`` (see the module docstring); its final state.
+    Under dp-server / dp-client / clip each client's update is clipped to ``clip_norm``
+    before the (uniform) mean and, with noise, Gaussian noise of std
+    ``noise_multiplier * clip_norm / sampled`` is added to the mean, as the Flower
+    wrappers do (the noise from a generator seeded by ``seed`` and the round)."""
     fed, d = scenario.federation, scenario.data
     try:
         clients = partition_ids(ids, data.y[ids], fed.num_clients, d.partitioner, seed,
@@ -167,7 +191,14 @@ def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, se
                               seed=client_seed(seed, rnd, int(c)), device=device, dp=dp)
             states.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
             weights.append(1.0 if defense.uniform_weights else float(res.num_examples))
+        if defense.wrapper is not None:
+            clip = float(scenario.defense.options["clip_norm"])
+            states = [_clip_update(s, state, clip) for s in states]
         state = _average(states, weights)
+        sigma = defense.noise_multiplier(scenario.defense) if defense.wrapper else 0.0
+        if sigma > 0:
+            noise = np.random.default_rng([seed, rnd, 0xD9])
+            state = _add_noise(state, sigma * clip / len(states), noise)
     return state
 
 

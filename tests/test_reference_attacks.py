@@ -255,7 +255,6 @@ def test_reference_training_is_the_clients_code_and_deterministic():
 
 @pytest.mark.parametrize("sets, fragment", [
     (["federation.strategy=FedMedian"], "federation.strategy = 'FedMedian'"),
-    (["defense.kind=dp-server"], "defense.kind = 'dp-server'"),
     (["attack.reference.mode=online", "attack.reference.models=3"], "even number"),
 ])
 def test_reference_attack_scenario_errors(sets, fragment):
@@ -300,3 +299,36 @@ def test_lira_and_rmia_run_on_every_target_into_results_scores_and_report(tmp_pa
     for m in ("loss", "lira", "rmia"):  # cached references: the same numbers
         for k in ("auc", "tpr_at_1pct_fpr", "queries_per_sample"):
             assert again.results["attacks"][m][k] == r["attacks"][m][k], (m, k)
+
+
+def test_reference_training_under_central_dp_clips_and_noises_like_flower():
+    """dp-server references: each client's update clipped to clip_norm before the uniform
+    mean; noise 0 gives exactly that mean, noise > 0 moves it by noise of the right size."""
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+    from fedaudit.references import _add_noise, _clip_update, train_reference
+
+    start = {"w": torch.zeros(4, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
+    state = {"w": torch.tensor([3.0, 0.0, 0.0, 0.0], dtype=torch.float64),
+             "b": torch.tensor([4.0], dtype=torch.float64)}  # ||u|| = 5
+    clipped = _clip_update(state, start, 1.0)
+    torch.testing.assert_close(clipped["w"], torch.tensor([0.6, 0, 0, 0], dtype=torch.float64))
+    torch.testing.assert_close(clipped["b"], torch.tensor([0.8], dtype=torch.float64))
+    assert _clip_update(state, start, 10.0)["b"].item() == 4.0  # inside the ball: unchanged
+    big = {"w": torch.zeros(200_000, dtype=torch.float64)}
+    noisy = _add_noise(big, 0.5, np.random.default_rng(0))["w"]
+    # the sample std of 2e5 normals is within 1% of 0.5 (its relative sd is ~0.16%)
+    assert abs(noisy.std().item() - 0.5) < 0.005
+
+    s0 = _scenario("defense.kind=dp-server", "defense.noise_multiplier=0", "defense.clip_norm=0.01")
+    s1 = _scenario("defense.kind=dp-server", "defense.noise_multiplier=1", "defense.clip_norm=0.01")
+    d = build_federated_data(s0)
+    ids = np.sort(d.test[:60])
+    cpu = torch.device("cpu")
+    init = model_for(s0.model, d, seed=5).state_dict()
+    a = train_reference(s0, d, ids, seed=5, device=cpu)
+    b = train_reference(s1, d, ids, seed=5, device=cpu)
+    moved = math.sqrt(sum(float(((a[k].double() - init[k].double()) ** 2).sum()) for k in a))
+    # 2 rounds, each mean of updates clipped to 0.01: the model moves at most 0.02
+    assert moved <= 0.02 * (1 + 1e-6)
+    assert not all(torch.equal(a[k], b[k]) for k in a)  # the noise is there
