@@ -24,6 +24,23 @@ def pytest_configure(config):
         torch.set_num_threads(int(threads))
 
 
+class FixedOracle:
+    """An oracle that returns fixed probabilities: row ``x[i]`` of ``proba`` for sample i
+    (the tests pass row indices as samples), counting queries like the real one."""
+
+    def __init__(self, proba):
+        import numpy as np
+
+        self.proba = np.asarray(proba, dtype=np.float64)
+        self.queries = 0
+
+    def predict_proba(self, x):
+        import numpy as np
+
+        self.queries += len(x)
+        return self.proba[np.asarray(x, dtype=int)]
+
+
 @pytest.fixture()
 def identity():
     """Flower messages need a task identity; tests that build them by hand set one."""

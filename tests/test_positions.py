@@ -9,21 +9,12 @@ import pytest
 import torch
 
 from attacks.membership import evaluate_attacks
+from conftest import FixedOracle
 from attacks.reference import ReferenceSignals
 from fedaudit.positions import (_selected, attack_positions, client_model_rounds,
                                 save_client_models)
 
 TOL = dict(rtol=1e-12, atol=1e-12)  # float64 on O(1) values
-
-
-class _FixedOracle:
-    def __init__(self, proba):
-        self.proba = np.asarray(proba, dtype=np.float64)
-        self.queries = 0
-
-    def predict_proba(self, x):
-        self.queries += len(x)
-        return self.proba[np.asarray(x, dtype=int)]
 
 
 def _phi_probs(phi):
@@ -41,7 +32,7 @@ def test_fedmia_hand_computed_three_out_models_two_samples():
     signals = ReferenceSignals(others, None, np.zeros(0), np.zeros(0, dtype=int),
                                np.zeros((3, 0, 2)))
     target = np.array([_phi_probs(2.0), _phi_probs(1.0)])
-    out = evaluate_attacks(_FixedOracle(target), np.array([0, 1]), np.array([0, 0]),
+    out = evaluate_attacks(FixedOracle(target), np.array([0, 1]), np.array([0, 0]),
                            np.array([1, 0]), ["fedmia"], references=signals)
 
     def log_cdf(z):

@@ -9,6 +9,7 @@ import torch
 
 from attacks.reference import (MIN_STD, ReferenceSignals, lira_scores, logit_confidence,
                                rmia_scores)
+from conftest import FixedOracle
 from fedaudit.config import load_scenario
 
 
@@ -130,18 +131,6 @@ def test_rmia_input_errors():
         rmia_scores(**{**ok, "target_pz": [], "reference_pz": [[]]})
 
 
-class _FixedOracle:
-    """An oracle returning fixed probabilities per sample value (x holds row indices)."""
-
-    def __init__(self, proba):
-        self.proba = np.asarray(proba, dtype=np.float64)
-        self.queries = 0
-
-    def predict_proba(self, x):
-        self.queries += len(x)
-        return self.proba[np.asarray(x, dtype=int)]
-
-
 def test_registered_attacks_wire_the_signals_and_count_population_queries():
     from attacks.membership import evaluate_attacks
 
@@ -155,7 +144,7 @@ def test_registered_attacks_wire_the_signals_and_count_population_queries():
     signals = ReferenceSignals(refs, None, np.array([3, 4, 5]), np.zeros(3, dtype=int),
                                pop_refs)
     y = np.array([0, 0, 0])
-    out = evaluate_attacks(_FixedOracle(p_target), np.array([0, 1, 2]), y,
+    out = evaluate_attacks(FixedOracle(p_target), np.array([0, 1, 2]), y,
                            np.array([1, 0, 0]), ["lira", "rmia"],
                            {"rmia": {"a": 0.3, "gamma": 1.0}}, references=signals)
     expect_lira = lira_scores(logit_confidence(p_target[:3], y), logit_confidence(refs, y),
@@ -167,7 +156,7 @@ def test_registered_attacks_wire_the_signals_and_count_population_queries():
     assert out["lira"]["queries_per_sample"] == 1.0
     assert out["rmia"]["queries_per_sample"] == 2.0  # 3 audit + 3 population queries
     with pytest.raises(ValueError, match="need reference models"):
-        evaluate_attacks(_FixedOracle(p_target), np.array([0, 1, 2]), y, np.array([1, 0, 0]),
+        evaluate_attacks(FixedOracle(p_target), np.array([0, 1, 2]), y, np.array([1, 0, 0]),
                          ["rmia"])
 
 
