@@ -228,8 +228,8 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     },
     "attack.reference": {
         "models": _f(int, 4, "reference models for the attacks that use them (lira, rmia): "
-                     "federations trained with the target's recipe on the reference split",
-                     min=1, max=1024),
+                     "federations trained with the target's recipe on the reference split "
+                     "(at least 2: a Gaussian needs a spread)", min=2, max=1024),
         "mode": _f(str, "offline", "offline: no reference sees an audit sample; online: "
                    "every audit sample is IN for half of the references (needs an even "
                    "number of models)", choices=("offline", "online")),
@@ -376,6 +376,7 @@ def _check_cross(s: Scenario, source: str) -> None:
     if problem:
         raise ScenarioError(f"{source}: {problem}")
     _check_references(s, source)
+    _check_attack_targets(s, source)
     rounds = s.attack.rounds
     if not isinstance(rounds, str) and max(rounds) > fed.rounds:
         raise ScenarioError(f"{source}: attack.rounds = {list(rounds)!r}: round {max(rounds)} "
@@ -403,6 +404,25 @@ def _check_references(s: Scenario, source: str) -> None:
     if ref.mode == "online" and (ref.models < 2 or ref.models % 2):
         raise ScenarioError(f"{source}: attack.reference.models = {ref.models}: online mode "
                             "needs an even number >= 2 (each audit sample is IN for half)")
+
+
+def _check_attack_targets(s: Scenario, source: str) -> None:
+    """Every listed attack has a target it runs on, and every target an attack."""
+    a = s.attack
+    if not a.enabled:
+        return
+    attacks = _registries()[3]
+    server = [m for m in a.methods if attacks.meta(m).get("server_view")]
+    model = [m for m in a.methods if not attacks.meta(m).get("server_view")]
+    if server and "clients" not in a.targets:
+        raise ScenarioError(f"{source}: attack.methods lists {', '.join(server)}, which "
+                            "attacks the clients' models as the server receives them: add "
+                            "'clients' to attack.targets")
+    need_model = [t for t in a.targets if t in ("global", "quantized", "rounds")]
+    if need_model and not model:
+        raise ScenarioError(f"{source}: attack.targets = {list(a.targets)!r}: "
+                            f"{', '.join(need_model)} need an attack on a released model; "
+                            f"attack.methods lists only {', '.join(server)}")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

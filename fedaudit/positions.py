@@ -16,9 +16,10 @@ Which rounds: ``attack.rounds`` -- ``last`` (each client's last participating ro
 ``client_models/round-NNNN/`` only for the rounds that can still be asked for (with
 ``last``, a round's folder goes as soon as each of its clients has trained again).
 
-FedMIA over several rounds: the sum over the rounds the server saw of the per-round
-log one-sided p-values (a product of the per-round likelihoods, treating rounds as
-independent), reported as ``fedmia_combined``.
+FedMIA over several rounds: the mean over the rounds the server saw of the per-round
+scores ``log Pr[Z <= phi]`` (the authors' "averaged log LiRA"; the mean, not the sum,
+keeps clients seen in different numbers of rounds on one scale for the pooled metrics),
+reported as ``fedmia_combined``.
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict
                 if server_view(m):
                     combined, n_combined = combined + v["scores"], n_combined + 1
         if n_combined > 1:
+            combined = combined / n_combined
             entry["fedmia_combined"] = result_metrics(membership_metrics(combined, mem))
             last_scores = {**last_scores, **{m: combined for m in last_scores if server_view(m)}}
         for m, sc in last_scores.items():

@@ -18,8 +18,9 @@ scenario's partitioner, ``rounds`` rounds of FedAvg with the same client samplin
 each client running :func:`fedaudit.training.train_local` -- the Flower clients' own code --
 with the same optimizer, learning rate, local epochs and batch size, under ``dp-sgd``
 the same DP-SGD, and under ``dp-server`` / ``dp-client`` / ``clip`` the same update
-clipping and Gaussian noise on the mean.  Reference k trains on a random half of the test split (seeded by k);
-online, plus the audit samples that are IN for it: every audit sample, member or not, is
+clipping and Gaussian noise on the mean.  Reference k trains on a random half of the
+test split (drawn, in order of k, from one generator seeded by the scenario and attack
+seeds); online, plus the audit samples that are IN for it: every audit sample, member or not, is
 IN for exactly half of the references.  They train in this process (no Ray).
 
 **Cache**.  Each reference is stored under a hash of everything that changes it (the
@@ -53,7 +54,7 @@ from fedaudit.models import model_for
 from fedaudit.quant import quantize
 from fedaudit.rundir import atomic_torch_save
 from fedaudit.scenario import Scenario
-from fedaudit.training import client_seed, train_local
+from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.version import __version__
 
 log = logging.getLogger("fedaudit")
@@ -65,7 +66,8 @@ __all__ = ["AttackSplit", "References", "attack_split", "cache_root", "load_or_t
 def uses_references(scenario: Scenario) -> bool:
     """Whether the scenario runs an attack that needs reference models."""
     a = scenario.attack
-    return a.enabled and any(needs_references(m) and not server_view(m) for m in a.methods)
+    return (a.enabled and any(t in a.targets for t in ("global", "quantized"))
+            and any(needs_references(m) and not server_view(m) for m in a.methods))
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ def attack_split(scenario: Scenario, data: FederatedData) -> AttackSplit:
         raise ScenarioError(f"data: holdout ({len(h)}) and test ({len(data.test)}) splits are "
                             "too small for reference-model attacks; raise "
                             "data.holdout_fraction / data.test_fraction")
-    return AttackSplit(np.sort(h[:half]), np.sort(h[half:]), np.sort(data.test))
+    # the population keeps its shuffled order: RMIA's `population = Z` takes the first Z,
+    # a random subset (sorted ids could follow the dataset's class order)
+    return AttackSplit(np.sort(h[:half]), h[half:].astype(np.int64), np.sort(data.test))
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,8 @@ def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
     recipe["train"] = {k: v for k, v in sec["train"].items() if k != "device"}
     recipe["scenario_seed"] = scenario.seed
     recipe["fedaudit"] = __version__
+    recipe["torch"] = torch.__version__
+    recipe["device"] = pick_device(scenario.train.device).type  # CPU and GPU differ
     h = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     h.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
     h.update(str(seed).encode())
@@ -266,6 +272,11 @@ def load_or_train(scenario: Scenario, data: FederatedData, split: AttackSplit,
                 log.warning("reference cache %s unreadable (%s); retraining", path, exc)
         if state is None:
             state = train_reference(scenario, data, ids, seed, device)
+            bad = [k for k, v in state.items() if v.is_floating_point()
+                   and not bool(torch.isfinite(v).all())]
+            if bad:
+                raise ScenarioError(f"reference model {k + 1} of {n} diverged (non-finite "
+                                    f"{bad[0]!r}); lower train.lr or the defense's noise")
             trained += 1
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -289,7 +300,8 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
     release.  Probabilities come through :class:`attacks.oracle.Oracle`, the same path as
     the target's."""
     pos = np.searchsorted(refs.plan.audit_ids, audit_ids)
-    if not np.array_equal(refs.plan.audit_ids[np.minimum(pos, len(pos) - 1)], audit_ids):
+    ok = pos < len(refs.plan.audit_ids)
+    if not (np.all(ok) and np.array_equal(refs.plan.audit_ids[pos], audit_ids)):
         raise ValueError("audit ids differ from those the references were planned for")
     pop = refs.split.population
     probs, pop_probs = [], []

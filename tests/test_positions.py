@@ -105,6 +105,7 @@ def test_fedmia_only_for_the_server_view():
     ("attack.rounds=[9]", "round 9 does not exist"),
     ("attack.rounds=first", "'last', 'all' or a list"),
     ("attack.targets=['server']", "allowed: global, quantized, clients, rounds"),
+    ("attack.methods=['loss','fedmia']", "add 'clients' to attack.targets"),
 ])
 def test_round_and_target_errors(value, fragment):
     from fedaudit.config import load_scenario
@@ -113,6 +114,17 @@ def test_round_and_target_errors(value, fragment):
     with pytest.raises(ScenarioError) as exc:
         load_scenario("quickstart", [value])
     assert fragment in str(exc.value)
+
+
+def test_fedmia_alone_cannot_attack_a_released_model():
+    from fedaudit.config import load_scenario
+    from fedaudit.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="need an attack on a released model"):
+        load_scenario("quickstart", ["attack.methods=['fedmia']",
+                                     "attack.targets=['global','clients']"])
+    s = load_scenario("quickstart", ["attack.methods=['fedmia']", "attack.targets=['clients']"])
+    assert s.attack.methods == ("fedmia",)
 
 
 @pytest.mark.e2e

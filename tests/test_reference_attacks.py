@@ -245,6 +245,7 @@ def test_reference_training_is_the_clients_code_and_deterministic():
 @pytest.mark.parametrize("sets, fragment", [
     (["federation.strategy=FedMedian"], "federation.strategy = 'FedMedian'"),
     (["attack.reference.mode=online", "attack.reference.models=3"], "even number"),
+    (["attack.reference.models=1"], "out of range"),
 ])
 def test_reference_attack_scenario_errors(sets, fragment):
     from fedaudit.errors import ScenarioError
@@ -321,3 +322,31 @@ def test_reference_training_under_central_dp_clips_and_noises_like_flower():
     # 2 rounds, each mean of updates clipped to 0.01: the model moves at most 0.02
     assert moved <= 0.02 * (1 + 1e-6)
     assert not all(torch.equal(a[k], b[k]) for k in a)  # the noise is there
+
+
+def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
+    """Reference outputs and the online IN mask follow the ids asked for, in their order;
+    ids the references were not planned for are refused."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from fedaudit.references import AttackSplit, ReferencePlan, References, reference_signals
+
+    x = torch.arange(12, dtype=torch.float32).reshape(12, 1)
+    data = SimpleNamespace(x=x.numpy(), y=np.zeros(12, dtype=np.int64), num_classes=2)
+    model = torch.nn.Linear(1, 2)
+    states = [{"weight": torch.tensor([[1.0], [0.0]]), "bias": torch.zeros(2)},
+              {"weight": torch.tensor([[0.0], [1.0]]), "bias": torch.zeros(2)}]
+    audit = np.array([2, 5, 7, 9, 11])
+    in_mask = np.array([[1, 0, 1, 0, 1], [0, 1, 0, 1, 0]], dtype=bool)
+    plan = ReferencePlan((audit, audit), (0, 1), audit, in_mask)
+    split = AttackSplit(audit, np.array([0, 1]), np.array([3, 4]))
+    refs = References(states, plan, split, 0, 2, 0.0, Path("."))
+    sig = reference_signals(refs, data, np.array([9, 11]), model, torch.device("cpu"), 8)
+    assert sig.probs.shape == (2, 2, 2)
+    np.testing.assert_array_equal(sig.in_mask, in_mask[:, [3, 4]])
+    full = reference_signals(refs, data, audit, model, torch.device("cpu"), 8)
+    np.testing.assert_allclose(sig.probs, full.probs[:, [3, 4]], rtol=0, atol=0)
+    for bad in (np.array([9, 12]), np.array([4])):
+        with pytest.raises(ValueError, match="audit ids differ"):
+            reference_signals(refs, data, bad, model, torch.device("cpu"), 8)
