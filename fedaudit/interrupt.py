@@ -94,8 +94,14 @@ def stop_cleanly_on_sigint(status: Callable[[], str],
         yield  # signal handlers can only be installed from the main thread
         return
 
+    owner = os.getpid()
+
     def handler(signum, frame) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing
+        if os.getpid() != owner:
+            # a child forked while the handler was installed (Ray forks helpers while it
+            # starts) got the terminal's SIGINT too: it ends silently, the owner reports
+            os._exit(EXIT_INTERRUPTED)
         watchdog = threading.Timer(DEADLINE_SECONDS, os._exit, args=(EXIT_INTERRUPTED,))
         watchdog.daemon = True
         watchdog.start()
