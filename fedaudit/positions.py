@@ -49,8 +49,8 @@ CLIENT_MODELS = "client_models"
 #: fewest other clients in a round for FedMIA's per-sample Gaussian
 FEDMIA_MIN_OTHERS = 3
 
-__all__ = ["attack_positions", "client_model_rounds", "keeps_client_models", "round_attacks",
-           "save_client_models", "server_view_attacks"]
+__all__ = ["attack_positions", "client_model_rounds", "drop_unfinished_rounds",
+           "keeps_client_models", "round_attacks", "save_client_models", "server_view_attacks"]
 
 
 def keeps_client_models(scenario: Scenario) -> bool:
@@ -89,6 +89,15 @@ def save_client_models(run_dir: Path, round_: int, states: dict[int, dict],
     latest = {c: r for r, cs in sorted(rounds.items()) for c in cs}
     for r, cs in rounds.items():
         if r < round_ and all(latest[c] > r for c in cs):
+            shutil.rmtree(_round_dir(run_dir, r), ignore_errors=True)
+
+
+def drop_unfinished_rounds(run_dir: Path, finished: int) -> None:
+    """Resuming after ``finished`` rounds: the client models saved for a later (unfinished)
+    round are not part of the run; remove them so they are never attacked or used as
+    FedMIA's references."""
+    for r in client_model_rounds(run_dir):
+        if r > finished:
             shutil.rmtree(_round_dir(run_dir, r), ignore_errors=True)
 
 

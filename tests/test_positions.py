@@ -152,3 +152,12 @@ def test_clients_and_rounds_targets_write_per_client_per_round_metrics(tmp_path)
     assert {"global", "round:1", "round:2", "client-model:r1", "client-model:r2"} <= targets
     html = (run.dir / "report.html").read_text(encoding="utf-8")
     assert "curious server" in html
+
+
+def test_resuming_drops_client_models_of_unfinished_rounds(tmp_path):
+    from fedaudit.positions import drop_unfinished_rounds
+
+    for r in (1, 2, 3):
+        save_client_models(tmp_path, r, {0: _state(r), 1: _state(r)}, "all")
+    drop_unfinished_rounds(tmp_path, 2)  # round 3 was interrupted before its record
+    assert client_model_rounds(tmp_path) == {1: [0, 1], 2: [0, 1]}

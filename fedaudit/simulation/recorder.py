@@ -18,7 +18,7 @@ from fedaudit.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
                              atomic_write_text, checkpoint_path)
-from fedaudit.positions import save_client_models
+from fedaudit.positions import drop_unfinished_rounds, save_client_models
 from fedaudit.scenario import Scenario
 from fedaudit.training import evaluate
 from strategies.auditing import RoundAudit
@@ -94,6 +94,8 @@ class RunRecorder:
         # rewrite the log without a torn or orphan tail, so appends continue cleanly
         atomic_write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in done))
         self.rounds = done
+        if self.ckpt_dir == self.run_dir / "checkpoints":  # the released trajectory
+            drop_unfinished_rounds(self.run_dir, len(done))
         self.checkpoints = [self.ckpt_dir / checkpoint_path(self.run_dir, r["round"]).name
                             for r in done]
         if done:
