@@ -28,7 +28,8 @@ from fedaudit.options import Field
 from fedaudit.registry import Registry
 
 __all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
-           "attack_label", "attack_options", "needs_references", "server_view"]
+           "attack_label", "attack_options", "needs_references", "server_view",
+           "trains_references"]
 
 
 class AttackFn(Protocol):
@@ -97,6 +98,12 @@ def needs_references(name: str) -> bool:
 def server_view(name: str) -> bool:
     """Whether the attack needs the curious server's view (``server_view=True``)."""
     return bool(ATTACKS.meta(name).get("server_view"))
+
+
+def trains_references(name: str) -> bool:
+    """Whether the run must train reference models for the attack (a reference attack
+    that is not a server-view one)."""
+    return needs_references(name) and not server_view(name)
 
 
 def attack_options(name: str) -> Mapping[str, Field]:

@@ -282,7 +282,7 @@ def plain_fedavg(overrides: list[str], *, threads: int | None = None) -> dict:
     from fedaudit.training import evaluate, pick_device, train_local
 
     scenario = load_scenario("quickstart", overrides)
-    seed = scenario.scenario.seed
+    seed = scenario.seed
     data = build_federated_data(scenario)
     device = pick_device(scenario.train.device)
     n_clients = scenario.federation.num_clients

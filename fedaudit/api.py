@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fedaudit.errors import ScenarioError
 from fedaudit.rundata import RESULTS_NAME, SCORES_NAME
+from fedaudit.rundir import using_cache
 from fedaudit.scenario import Scenario
 
 ScenarioLike = str | os.PathLike | dict | Scenario
@@ -109,13 +110,12 @@ def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
     from fedaudit.simulation.runner import run as simulate
 
     resolved = validate(scenario, list(overrides or ()))
-    if cache is not None:
-        os.environ["FEDAUDIT_CACHE"] = str(Path(cache).expanduser().resolve())
-    if progress:
-        with RichProgress(resolved.federation.rounds) as bar:
-            run_dir, results = simulate(resolved, out, progress=bar)
-    else:
-        run_dir, results = simulate(resolved, out)
+    with using_cache(cache):
+        if progress:
+            with RichProgress(resolved.federation.rounds) as bar:
+                run_dir, results = simulate(resolved, out, progress=bar)
+        else:
+            run_dir, results = simulate(resolved, out)
     result = Run(Path(run_dir).resolve())  # results read back: exactly results.json
     if report:
         result.report()

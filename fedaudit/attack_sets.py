@@ -18,7 +18,8 @@ from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["attack_options", "attack_sets", "result_metrics", "scored_ids"]
+__all__ = ["attack_options", "attack_sets", "client_audit_set", "pooled_audit_set",
+           "result_metrics", "scored_ids"]
 
 
 def attack_sets(scenario: Scenario, data: FederatedData,
@@ -44,10 +45,23 @@ def attack_sets(scenario: Scenario, data: FederatedData,
     return sets
 
 
+def client_audit_set(s: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One client's scored ids (members, then non-members) and its 0/1 int8 labels."""
+    ids = np.concatenate([s["members"], s["nonmembers"]])
+    member = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
+    return ids, member
+
+
 def scored_ids(sets: list[dict]) -> np.ndarray:
     """Every distinct sample an attack scores: all clients' members and non-members."""
-    return np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
-                                     for s in sets]))
+    return np.unique(np.concatenate([client_audit_set(s)[0] for s in sets]))
+
+
+def pooled_audit_set(sets: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`scored_ids` and their 0/1 int8 membership (a member of any client is 1)."""
+    ids = scored_ids(sets)
+    member = np.isin(ids, np.concatenate([s["members"] for s in sets])).astype(np.int8)
+    return ids, member
 
 
 def attack_options(scenario: Scenario) -> dict[str, dict[str, Any]]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 from fedaudit.config import ScenarioError, bundled_scenarios
 from fedaudit.progress import RichProgress
+from fedaudit.rundir import using_cache
 
 EXIT_INPUT = 2
 
@@ -18,6 +18,12 @@ class _ArgParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit code 2, no usage dump
         print(f"fedaudit: error: {message} (see fedaudit --help)", file=sys.stderr)
         raise SystemExit(EXIT_INPUT)
+
+
+def _add_overrides(parser: argparse.ArgumentParser,
+                   help: str = "override a scenario key (repeatable)") -> None:
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="SECTION.KEY=VALUE", help=help)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,8 +39,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="continue an interrupted run after its last finished round")
     run.add_argument("--out", default="runs",
                      help="parent folder of the run directory (default: ./runs)")
-    run.add_argument("--set", dest="overrides", action="append", default=[],
-                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+    _add_overrides(run)
     run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
     run.add_argument("--cache", metavar="DIR",
                      help="cache of reference models (lira, rmia); default $FEDAUDIT_CACHE or "
@@ -46,14 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                          description="Check everything `run` checks (schema, ranges, data, "
                          "partitions, model shape, resources) without training.")
     val.add_argument("scenario", help="bundled scenario name or .toml path")
-    val.add_argument("--set", dest="overrides", action="append", default=[],
-                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+    _add_overrides(val)
 
     dep = sub.add_parser("deploy", help="run a scenario through Flower's deployment path "
                          "(flwr run, a managed local SuperLink), checked")
     dep.add_argument("scenario", help="bundled scenario name or .toml path")
-    dep.add_argument("--set", dest="overrides", action="append", default=[],
-                     metavar="SECTION.KEY=VALUE", help="override a scenario key (repeatable)")
+    _add_overrides(dep)
     dep.add_argument("--out", default="runs",
                      help="parent folder of the run directory (default: ./runs)")
     dep.add_argument("--app", metavar="DIR",
@@ -78,8 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                     metavar="SECTION.KEY=V1,V2,...", help="values of one key (repeatable)")
     sw.add_argument("--out", default="runs",
                     help="parent folder of the sweep directory (default: ./runs)")
-    sw.add_argument("--set", dest="overrides", action="append", default=[],
-                    metavar="SECTION.KEY=VALUE", help="override a key in every point")
+    _add_overrides(sw, "override a key in every point")
     sw.add_argument("--cache", metavar="DIR",
                     help="cache of reference models (lira, rmia), shared by the points")
     sw.add_argument("--quantized", action="store_true",
@@ -266,13 +268,12 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if getattr(args, "cache", None):  # read by fedaudit.references.cache_root
-        os.environ["FEDAUDIT_CACHE"] = str(Path(args.cache).expanduser().resolve())
     handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
                "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep,
                "deploy": cmd_deploy}[args.command]
     try:
-        return handler(args)
+        with using_cache(getattr(args, "cache", None)):
+            return handler(args)
     except ScenarioError as exc:
         print(f"fedaudit: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -390,9 +390,10 @@ def _check_references(s: Scenario, source: str) -> None:
     """The reference federations (fedaudit.references) are trained in-process as FedAvg
     with the clients' own training code: they reproduce the target's recipe for FedAvg
     only."""
-    attacks = _registries()[3]
-    need = [m for m in s.attack.methods if attacks.meta(m).get("references")
-            and not attacks.meta(m).get("server_view")]
+    _registries()
+    from attacks.registry import trains_references  # imported with the registries (torch)
+
+    need = [m for m in s.attack.methods if trains_references(m)]
     if not (s.attack.enabled and need):
         return
     what = f"attack.methods lists {', '.join(need)} (reference-model attacks)"
@@ -401,7 +402,7 @@ def _check_references(s: Scenario, source: str) -> None:
                             f"federations; federation.strategy = {s.federation.strategy!r} is "
                             "not supported with them (allowed: 'FedAvg')")
     ref = s.attack.reference
-    if ref.mode == "online" and (ref.models < 2 or ref.models % 2):
+    if ref.mode == "online" and ref.models % 2:  # the schema holds models >= 2
         raise ScenarioError(f"{source}: attack.reference.models = {ref.models}: online mode "
                             "needs an even number >= 2 (each audit sample is IN for half)")
 
@@ -411,9 +412,11 @@ def _check_attack_targets(s: Scenario, source: str) -> None:
     a = s.attack
     if not a.enabled:
         return
-    attacks = _registries()[3]
-    server = [m for m in a.methods if attacks.meta(m).get("server_view")]
-    model = [m for m in a.methods if not attacks.meta(m).get("server_view")]
+    _registries()
+    from attacks.registry import server_view  # imported with the registries (torch)
+
+    server = [m for m in a.methods if server_view(m)]
+    model = [m for m in a.methods if not server_view(m)]
     if server and "clients" not in a.targets:
         raise ScenarioError(f"{source}: attack.methods lists {', '.join(server)}, which "
                             "attacks the clients' models as the server receives them: add "

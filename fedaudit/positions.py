@@ -36,9 +36,11 @@ import torch
 from attacks.membership import evaluate_attacks
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals
-from attacks.registry import needs_references, server_view
-from fedaudit.attack_sets import attack_options, result_metrics
+from attacks.registry import needs_references, server_view, trains_references
+from fedaudit.attack_sets import (attack_options, client_audit_set, pooled_audit_set,
+                                  result_metrics, scored_ids)
 from fedaudit.data import FederatedData
+from fedaudit.defenses import get_defense
 from fedaudit.metrics import membership_metrics
 from fedaudit.rundir import atomic_torch_save, load_checkpoint
 from fedaudit.scenario import Scenario
@@ -114,20 +116,36 @@ def _single_model_methods(scenario: Scenario) -> list[str]:
     return [m for m in scenario.attack.methods if not needs_references(m)]
 
 
-def _skipped_note(scenario: Scenario, target: str) -> list[str]:
-    skipped = [m for m in scenario.attack.methods
-               if needs_references(m) and not (server_view(m) and target == "clients")]
+def _skipped_note(scenario: Scenario) -> list[str]:
+    """The reference-model attacks listed (lira, rmia) do not run on client models."""
+    skipped = [m for m in scenario.attack.methods if trains_references(m)]
     if not skipped:
         return []
-    return [f"{', '.join(skipped)} not run on the {target} target (reference models are "
-            "trained for the final global model only"
-            + ("; FedMIA runs on client models" if "fedmia" in skipped else "") + ")"]
+    return [f"{', '.join(skipped)} not run on the clients target (reference models are "
+            "trained for the final global model and its quantized releases only)"]
 
 
-def _probs(model: torch.nn.Module, state: dict, x: np.ndarray, device: torch.device,
-           batch_size: int) -> np.ndarray:
-    model.load_state_dict(state)
-    return Oracle(model, batch_size=batch_size, device=device).predict_proba(x)
+class _RoundOutputs:
+    """Each kept client model's probabilities on every audit sample, computed once per
+    round on first use (FedMIA scores a client with the other clients' models of its
+    round: without this every model would be loaded again for each client)."""
+
+    def __init__(self, run_dir: Path, ids: np.ndarray, data: FederatedData,
+                 model: torch.nn.Module, device: torch.device, batch_size: int) -> None:
+        self.run_dir, self.ids, self.x = run_dir, ids, data.x[ids]
+        self.model, self.device, self.batch_size = model, device, batch_size
+        self._round: int | None = None
+        self._probs: dict[int, np.ndarray] = {}
+
+    def of(self, round_: int, client: int, sample_ids: np.ndarray) -> np.ndarray:
+        if round_ != self._round:  # one round at a time: bounded memory
+            self._round, self._probs = round_, {}
+        if client not in self._probs:
+            self.model.load_state_dict(
+                load_checkpoint(_round_dir(self.run_dir, round_) / f"client-{client:04d}.pt"))
+            oracle = Oracle(self.model, batch_size=self.batch_size, device=self.device)
+            self._probs[client] = oracle.predict_proba(self.x)
+        return self._probs[client][np.searchsorted(self.ids, sample_ids)]
 
 
 def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict],
@@ -138,29 +156,36 @@ def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict
     cfg = scenario.attack
     available = client_model_rounds(run_dir)
     single = _single_model_methods(scenario)
-    want_fedmia = any(server_view(m) for m in cfg.methods)
+    server = [m for m in cfg.methods if server_view(m)]
     options = attack_options(scenario)
-    notes = _skipped_note(scenario, "clients")
-    clients, rows = [], []
+    notes = _skipped_note(scenario)
+    outputs = _RoundOutputs(run_dir, scored_ids(sets), data, model, device, cfg.batch_size)
+    selected = {c: _selected(sorted(r for r, cs in available.items() if c in cs), cfg.rounds)
+                for c in range(len(sets))}
+    clients = []
+    rows: dict[int, list[tuple]] = {c: [] for c in range(len(sets))}  # client-major order
     pooled: dict[str, tuple[list, list]] = {}
-    for c, s in enumerate(sets):
-        if progress is not None:
-            progress.step("server view", c, len(sets), f"client {c}")
-        sid = np.concatenate([s["members"], s["nonmembers"]])
-        mem = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
-        entry: dict[str, Any] = {"client": c, "rounds": {}}
-        combined, n_combined, last_scores = np.zeros(len(sid)), 0, {}
-        rounds = _selected(sorted(r for r, cs in available.items() if c in cs), cfg.rounds)
-        for r in rounds:
+    total, done = sum(len(rs) for rs in selected.values()), 0
+    per_client: dict[int, dict] = {c: {"client": c, "rounds": {}} for c in range(len(sets))}
+    last: dict[int, dict[str, np.ndarray]] = {c: {} for c in range(len(sets))}
+    combined = {c: [] for c in range(len(sets))}
+    # round by round, so that each round's client models are loaded once
+    for r in sorted({r for rs in selected.values() for r in rs}):
+        for c, s in enumerate(sets):
+            if r not in selected[c]:
+                continue
+            if progress is not None:
+                progress.step("server view", done, total, f"round {r}, client {c}")
+            done += 1
+            sid, mem = client_audit_set(s)
             others = [o for o in available[r] if o != c]
             methods, signals = list(single), None
-            if want_fedmia and len(others) >= FEDMIA_MIN_OTHERS:
-                probs = [_probs(model, load_checkpoint(_round_dir(run_dir, r) / f"client-{o:04d}.pt"),
-                                data.x[sid], device, cfg.batch_size) for o in others]
-                signals = ReferenceSignals(np.stack(probs), None, data.x[:0], data.y[:0],
-                                           np.zeros((len(others), 0, data.num_classes)))
-                methods += [m for m in cfg.methods if server_view(m)]
-            elif want_fedmia:
+            if server and len(others) >= FEDMIA_MIN_OTHERS:
+                signals = ReferenceSignals(
+                    np.stack([outputs.of(r, o, sid) for o in others]), None, data.x[:0],
+                    data.y[:0], np.zeros((len(others), 0, data.num_classes)))
+                methods += server
+            elif server:
                 note = (f"FedMIA needs >= {FEDMIA_MIN_OTHERS} other clients in a round; "
                         f"client {c} round {r} had {len(others)}")
                 if note not in notes:
@@ -171,27 +196,30 @@ def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict
             oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
             raw = evaluate_attacks(oracle, data.x[sid], data.y[sid], mem, methods, options,
                                    references=signals)
-            entry["rounds"][str(r)] = {m: result_metrics(v["metrics"]) for m, v in raw.items()}
+            per_client[c]["rounds"][str(r)] = {m: result_metrics(v["metrics"])
+                                               for m, v in raw.items()}
             for m, v in raw.items():
-                rows.append((f"client-model:r{r}", m, sid, np.full(len(sid), c), mem,
-                             v["scores"]))
-                last_scores[m] = v["scores"]
+                rows[c].append((f"client-model:r{r}", m, sid, np.full(len(sid), c), mem,
+                                v["scores"]))
+                last[c][m] = v["scores"]
                 if server_view(m):
-                    combined, n_combined = combined + v["scores"], n_combined + 1
-        if n_combined > 1:
-            combined = combined / n_combined
-            entry["fedmia_combined"] = result_metrics(membership_metrics(combined, mem))
-            last_scores = {**last_scores, **{m: combined for m in last_scores if server_view(m)}}
-        for m, sc in last_scores.items():
+                    combined[c].append(v["scores"])
+    for c, s in enumerate(sets):
+        _, mem = client_audit_set(s)
+        if len(combined[c]) > 1:
+            mean = np.mean(combined[c], axis=0)
+            per_client[c]["fedmia_combined"] = result_metrics(membership_metrics(mean, mem))
+            last[c].update({m: mean for m in server})
+        for m, sc in last[c].items():
             pooled.setdefault(m, ([], []))
             pooled[m][0].append(sc)
             pooled[m][1].append(mem)
-        clients.append(entry)
+        clients.append(per_client[c])
     if progress is not None:
-        progress.step("server view", len(sets), len(sets), "done")
+        progress.step("server view", total, total, "done")
     out: dict[str, Any] = {
         "rounds": cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
-        "model_seen": _what_the_server_sees(scenario),
+        "model_seen": get_defense(scenario.defense.kind).server_sees,
         "clients": clients,
         "pooled": {m: result_metrics(membership_metrics(np.concatenate(sc), np.concatenate(mm)))
                    for m, (sc, mm) in pooled.items()},
@@ -200,19 +228,7 @@ def server_view_attacks(scenario: Scenario, data: FederatedData, sets: list[dict
     if not available:
         out["notes"].append("no client models were kept (a resumed run keeps only the "
                             "rounds trained after resuming)")
-    return out, rows
-
-
-def _what_the_server_sees(scenario: Scenario) -> str:
-    kind = scenario.defense.kind
-    if kind == "dp-sgd":
-        return "each client's DP-SGD-trained local model, as sent"
-    if kind == "dp-client":
-        return "each client's local model after its own update clipping (noise is added " \
-               "later, to the aggregate)"
-    if kind in ("dp-server", "clip"):
-        return "each client's local model as sent, BEFORE the server clips (and noises) it"
-    return "each client's local model, as sent"
+    return out, [row for c in range(len(sets)) for row in rows[c]]
 
 
 def round_attacks(scenario: Scenario, data: FederatedData, sets: list[dict],
@@ -225,9 +241,7 @@ def round_attacks(scenario: Scenario, data: FederatedData, sets: list[dict],
     if not methods:
         return [], []
     rounds = _selected(list(range(1, len(checkpoints) + 1)), cfg.rounds)
-    ids = np.unique(np.concatenate([np.concatenate([s["members"], s["nonmembers"]])
-                                    for s in sets]))
-    mem = np.isin(ids, np.concatenate([s["members"] for s in sets])).astype(np.int8)
+    ids, mem = pooled_audit_set(sets)
     client = np.full(len(ids), -1)
     out, rows = [], []
     for r in rounds:

@@ -32,7 +32,8 @@ from attacks.reference import ReferenceSignals
 from attacks.registry import ATTACKS
 from attacks.registry import needs_references, server_view
 from attacks.resmia import resmia_scores
-from fedaudit.attack_sets import attack_options, attack_sets, result_metrics, scored_ids
+from fedaudit.attack_sets import (attack_options, attack_sets, client_audit_set,
+                                  pooled_audit_set, result_metrics, scored_ids)
 from fedaudit.data import FederatedData
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
@@ -144,8 +145,7 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
     cfg = scenario.attack
     oracle = Oracle(model, batch_size=cfg.batch_size, device=device)
     del model  # the attacker holds the oracle only
-    ids = scored_ids(sets)
-    is_member = np.isin(ids, np.concatenate([s["members"] for s in sets]))
+    ids, is_member = pooled_audit_set(sets)
     raw = evaluate_attacks(oracle, data.x[ids], data.y[ids], is_member, model_methods(scenario),
                            attack_options(scenario),
                            on_method=tracker.method_done if tracker is not None else None,
@@ -154,8 +154,7 @@ def attack_target(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
     out: dict[str, Any] = {"pooled": {}, "clients": [], "rows": []}
     for method, r in raw.items():
         for c, s in enumerate(sets):
-            sid = np.concatenate([s["members"], s["nonmembers"]])
-            mem = np.r_[np.ones(len(s["members"]), np.int8), np.zeros(len(s["nonmembers"]), np.int8)]
+            sid, mem = client_audit_set(s)
             scores = r["scores"][[pos[int(i)] for i in sid]]
             if len(out["clients"]) <= c:
                 out["clients"].append({})
@@ -267,11 +266,12 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
     t0 = time.perf_counter()
     split = attack_split(scenario, data)
     sets = attack_sets(scenario, data, split.nonmember_pool)
+    audit_ids = scored_ids(sets)
     model = model_for(scenario.model, data, seed=scenario.seed)
     refs = None
     if uses_references(scenario):
         progress.phase("reference models")
-        refs = load_or_train(scenario, data, split, scored_ids(sets), device,
+        refs = load_or_train(scenario, data, split, audit_ids, device,
                              step=lambda k, n, info: progress.step("references", k, n, info))
         results["references"] = refs.summary()
     targets: list[tuple[str, dict]] = []
@@ -282,13 +282,13 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
     rows: list[tuple] = []
     by_target: dict[str, dict] = {}
     tracker = AttackProgress(progress, [t for t, _ in targets], model_methods(scenario),
-                             len(scored_ids(sets)), _queries_per_sample(scenario, data))
+                             len(audit_ids), _queries_per_sample(scenario, data))
     for target, state in targets:
         tracker.start_target(target)
         signals = None
         if refs is not None:
             quantizer = target.split(":", 1)[1] if target.startswith("quantized:") else None
-            signals = reference_signals(refs, data, scored_ids(sets), model, device,
+            signals = reference_signals(refs, data, audit_ids, model, device,
                                         scenario.attack.batch_size, quantizer)
         model.load_state_dict(state)
         res = attack_target(model, scenario, data, sets, device, tracker, signals)
@@ -326,9 +326,8 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
         results["server_view"], more = server_view_attacks(scenario, data, sets, run_dir,
                                                            model, device, progress)
         rows += more
-    positions = attack_positions(results)
-    if positions:
-        results["attack_positions"] = positions
+    if {"clients", "rounds"} & set(scenario.attack.targets):  # more than the outsider
+        results["attack_positions"] = attack_positions(results)
     if rows:
         atomic_save_npz(
             run_dir / "scores.npz",

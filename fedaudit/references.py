@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,20 +45,20 @@ import torch
 
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals
-from attacks.registry import needs_references, server_view
+from attacks.registry import trains_references
 from fedaudit.data import FederatedData, partition_ids
 from fedaudit.defenses import get_defense
 from fedaudit.errors import ScenarioError
 from fedaudit.models import model_for
 from fedaudit.quant import quantize
-from fedaudit.rundir import atomic_torch_save
+from fedaudit.rundir import atomic_torch_save, cache_root
 from fedaudit.scenario import Scenario
 from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.version import __version__
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["AttackSplit", "References", "attack_split", "cache_root", "load_or_train",
+__all__ = ["AttackSplit", "References", "attack_split", "load_or_train",
            "plan_references", "reference_signals", "train_reference", "uses_references"]
 
 
@@ -67,7 +66,7 @@ def uses_references(scenario: Scenario) -> bool:
     """Whether the scenario runs an attack that needs reference models."""
     a = scenario.attack
     return (a.enabled and any(t in a.targets for t in ("global", "quantized"))
-            and any(needs_references(m) and not server_view(m) for m in a.methods))
+            and any(trains_references(m) for m in a.methods))
 
 
 @dataclass(frozen=True)
@@ -206,14 +205,6 @@ def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, se
     return state
 
 
-def cache_root() -> Path:
-    """``$FEDAUDIT_CACHE``, else ``$XDG_CACHE_HOME/fedaudit``, else ``~/.cache/fedaudit``."""
-    if os.environ.get("FEDAUDIT_CACHE"):
-        return Path(os.environ["FEDAUDIT_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "fedaudit"
-
-
 def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
     sec = scenario.sections()
     recipe = {t: sec[t] for t in ("data", "canaries", "model", "federation", "defense")}
@@ -272,7 +263,7 @@ def load_or_train(scenario: Scenario, data: FederatedData, split: AttackSplit,
                 log.warning("reference cache %s unreadable (%s); retraining", path, exc)
         if state is None:
             state = train_reference(scenario, data, ids, seed, device)
-            bad = [k for k, v in state.items() if v.is_floating_point()
+            bad = [name for name, v in state.items() if v.is_floating_point()
                    and not bool(torch.isfinite(v).all())]
             if bad:
                 raise ScenarioError(f"reference model {k + 1} of {n} diverged (non-finite "

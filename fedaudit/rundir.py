@@ -6,6 +6,7 @@ a crash leaves either the old or the new version, never half a file.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -13,7 +14,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -134,3 +135,30 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         except json.JSONDecodeError:
             break  # a torn last line from a crash
     return rows
+
+
+def cache_root() -> Path:
+    """``$FEDAUDIT_CACHE``, else ``$XDG_CACHE_HOME/fedaudit``, else ``~/.cache/fedaudit``."""
+    if os.environ.get("FEDAUDIT_CACHE"):
+        return Path(os.environ["FEDAUDIT_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "fedaudit"
+
+
+@contextlib.contextmanager
+def using_cache(folder: str | os.PathLike | None) -> Iterator[None]:
+    """Within the block, :func:`cache_root` is ``folder`` (absolute; None: unchanged);
+    ``FEDAUDIT_CACHE`` is restored afterwards (``--cache DIR``, ``fedaudit.run(cache=)``)."""
+    if folder is None:
+        yield
+        return
+    saved = os.environ.get("FEDAUDIT_CACHE")
+    os.environ["FEDAUDIT_CACHE"] = str(Path(folder).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("FEDAUDIT_CACHE", None)
+        else:
+            os.environ["FEDAUDIT_CACHE"] = saved
+

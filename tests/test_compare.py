@@ -195,7 +195,7 @@ def _fake_sweep(tmp_path: Path, monkeypatch, grid: str = "train.lr=0.2,0.05,0.1"
     from fedaudit.rundir import create_run_dir
 
     def fake_run(scenario, out, progress=None, verbose=False):
-        run_dir = create_run_dir(out, scenario.scenario.name)
+        run_dir = create_run_dir(out, scenario.name)
         if scenario.train.lr == fail:
             raise RuntimeError("client actor died")
         write_fake_run(run_dir, scen=scenario.sections(), quantizers=["fp32", "ternary-sparse90"])

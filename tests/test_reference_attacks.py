@@ -2,6 +2,7 @@
 reference models (fedaudit/references.py): split, plan, cache."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -350,3 +351,18 @@ def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
     for bad in (np.array([9, 12]), np.array([4])):
         with pytest.raises(ValueError, match="audit ids differ"):
             reference_signals(refs, data, bad, model, torch.device("cpu"), 8)
+
+
+def test_using_cache_points_the_cache_elsewhere_and_restores_it(tmp_path, monkeypatch):
+    from fedaudit.rundir import cache_root, using_cache
+
+    monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path / "mine"))
+    with using_cache(tmp_path / "other"):
+        assert cache_root() == tmp_path / "other"
+    assert cache_root() == tmp_path / "mine"
+    monkeypatch.delenv("FEDAUDIT_CACHE")
+    with using_cache(tmp_path / "other"):
+        assert cache_root() == tmp_path / "other"
+    assert "FEDAUDIT_CACHE" not in os.environ
+    with using_cache(None):  # no --cache: the environment decides
+        assert cache_root() != tmp_path / "other"

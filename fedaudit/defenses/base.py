@@ -40,6 +40,9 @@ class Defense:
     #: whether :meth:`summary` accounts a privacy guarantee (then the audit side channel
     #: is noted)
     accounted: ClassVar[bool] = False
+    #: what the server receives from a client under this defense (the model the curious
+    #: server attacks, :mod:`fedaudit.positions`)
+    server_sees: ClassVar[str] = "each client's local model, as sent"
 
     def noise_multiplier(self, cfg: DefenseConfig) -> float:
         return float(cfg.options["noise_multiplier"])

@@ -53,6 +53,7 @@ class ServerSideDP(_CentralDP):
     kind = "dp-server"
     wrapper = "server-fixed-clipping"
     where = "server"
+    server_sees = "each client's local model as sent, BEFORE the server clips (and noises) it"
     gnq_note = ("server-side update GNQ and update_norm in rounds.jsonl are computed on the "
                 "updates as received, i.e. BEFORE the server clips them")
 
@@ -62,4 +63,6 @@ class ClientSideDP(_CentralDP):
     kind = "dp-client"
     wrapper = "client-fixed-clipping"
     where = "client"
+    server_sees = ("each client's local model after its own update clipping (noise is added "
+                   "later, to the aggregate)")
     gnq_note = "server-side update GNQ and update_norm see the client-clipped updates"

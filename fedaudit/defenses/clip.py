@@ -12,6 +12,7 @@ class UpdateClipping(Defense):
     options = {"clip_norm": CLIP_NORM}
     uniform_weights = True
     wrapper = "server-fixed-clipping"
+    server_sees = "each client's local model as sent, BEFORE the server clips it"
 
     def noise_multiplier(self, cfg):
         return 0.0

@@ -33,6 +33,7 @@ class DPSGD(Defense):
     kind = "dp-sgd"
     options = GAUSSIAN
     accounted = True
+    server_sees = "each client's DP-SGD-trained local model, as sent"
 
     def local_dp(self, cfg):
         return cfg.options

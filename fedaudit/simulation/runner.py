@@ -77,7 +77,7 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
     client_app = client_app_with_plugins(user_plugins())
 
     if resume_dir is None:
-        run_dir = create_run_dir(out, scenario.scenario.name)
+        run_dir = create_run_dir(out, scenario.name)
         atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     else:
         run_dir = Path(resume_dir)

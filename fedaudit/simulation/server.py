@@ -77,7 +77,7 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
     With ``resume`` continue after the last finished round found in ``run_dir``."""
     progress = progress or _NoProgress()
     t0 = time.perf_counter()
-    seed = scenario.scenario.seed
+    seed = scenario.seed
     torch.manual_seed(seed)
     random.seed(seed)
     data = build_federated_data(scenario)
@@ -131,7 +131,7 @@ def main(grid: Grid, context: Context) -> None:
     overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
     scenario = check_scenario(load_scenario(str(cfg.get("scenario", "quickstart")), overrides))
     wait_for_nodes(grid, scenario.federation.num_clients)
-    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario.scenario.name).resolve()
+    run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario.name).resolve()
     atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
     with run_logging(run_dir, verbose=True):
         execute(grid, scenario, run_dir)

@@ -42,4 +42,4 @@ def make_strategy(scenario: Scenario, seed: int | None = None):
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
                weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
     return wrap_defense(base, defense, num_clients=n, num_sampled=sampled,
-                        seed=scenario.scenario.seed if seed is None else seed)
+                        seed=scenario.seed if seed is None else seed)
