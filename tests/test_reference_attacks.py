@@ -320,8 +320,11 @@ def test_reference_training_under_central_dp_clips_and_noises_like_flower():
     a = train_reference(s0, d, ids, seed=5, device=cpu)
     b = train_reference(s1, d, ids, seed=5, device=cpu)
     moved = math.sqrt(sum(float(((a[k].double() - init[k].double()) ** 2).sum()) for k in a))
-    # 2 rounds, each mean of updates clipped to 0.01: the model moves at most 0.02
-    assert moved <= 0.02 * (1 + 1e-6)
+    # 2 rounds, each mean of updates clipped to 0.01: the model moves at most 0.02, plus
+    # the float32 rounding of the stored weights (each of the 2 rounds stores the clipped
+    # states and their mean: <= 2 * 2 * eps/2 * ||w|| in all)
+    norm = max(math.sqrt(sum(float((w[k].double() ** 2).sum()) for k in w)) for w in (init, a))
+    assert moved <= 0.02 + 2 * float(np.finfo(np.float32).eps) * norm
     assert not all(torch.equal(a[k], b[k]) for k in a)  # the noise is there
 
 
