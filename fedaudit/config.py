@@ -207,8 +207,10 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
                          item_types=(str,), check=_check_quantizers),
         "checkpoints": _f(str, "all", "checkpoints forming the candidates: all or last-N",
                           check=_check_checkpoints),
-        "seeds": _f(list, [], "extra seeds whose trajectories are pooled into r_Qn "
-                    "(each reruns the federation)", item_types=(int,)),
+        "seeds": _f(list, [], "extra seeds, each rerunning the federation: r_Qn is "
+                    "estimated per run and reported as the median over runs", item_types=(int,)),
+        "keep_lowest": _f(int, 10, "r_Qn candidates kept per run: the distinct quantized "
+                          "checkpoints of lowest test loss (0 = all)", min=0),
     },
     "attack": {
         "enabled": _f(bool, True, "run the black-box membership attacks"),

@@ -3,9 +3,10 @@ attacks against the global model and every quantized release.
 
 Decisions the papers leave open (also in the README and docs/algorithms.md):
 - r_Qn candidates are the trajectory checkpoints quantized on the FIXED grid of the
-  released (last) checkpoint (``quantize_trajectory``); a configuration is identified by its
-  quantized tensors only.  With extra seeds each trajectory uses its own release's grid and
-  the distinct candidates are pooled.
+  released (last) checkpoint (``quantize_trajectory``); a candidate is the whole quantized
+  configuration (quantized weights and the float tensors with them).  Per run (the main
+  seed and each extra seed, on its own release's grid) the ``keep_lowest`` distinct
+  candidates of lowest test loss give one r; ``rqn`` is the median over runs.
 - Per client, members are the client's samples (or a random subset of
   ``members_per_client``, capped at the holdout size) and non-members are holdout samples
   drawn with the members' label histogram, independently per client (each client's set is
@@ -37,7 +38,7 @@ from fedaudit.attack_sets import (attack_options, attack_sets, client_audit_set,
 from fedaudit.data import FederatedData
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
-from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_details
+from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_over_runs
 from fedaudit.positions import attack_positions, round_attacks, server_view_attacks
 from fedaudit.references import (attack_split, load_or_train, reference_signals,
                                  uses_references)
@@ -69,27 +70,34 @@ def quantization_audit(scenario: Scenario, data: FederatedData, recorders: list,
     for i, name in enumerate(names):
         progress.step("quantization", i, len(names), name)
         spec = quantizer_info(name)
-        losses, rounds = [], []
-        for t, traj in enumerate(trajectories):
-            candidates, first = quantize_trajectory(traj, name)
-            for cand, idx in zip(candidates, first):
+        per_run = []
+        for traj in trajectories:
+            candidates, _ = quantize_trajectory(traj, name)
+            rows = []
+            for cand in candidates:
                 model.load_state_dict(cand)
-                losses.append(per_sample_losses(model, xt, yt, device=device)[0])
-                rounds.append((t, idx))
-        res = rqn_details(np.stack(losses))
+                rows.append(per_sample_losses(model, xt, yt, device=device)[0])
+            per_run.append(np.stack(rows))
+        est = rqn_over_runs(per_run, cfg.keep_lowest)
         q_release = quantize(release, name)
         model.load_state_dict(q_release)
         rel_losses, correct = per_sample_losses(model, xt, yt, device=device)
         releases[name] = q_release
+        notes = sorted({res.note for res in est.runs if res.note})
         entries.append({
             "quantizer": name, "bits": spec.bits, "sparsity": spec.sparsity,
-            "rqn": res.r, "rqn_note": res.note,
-            "n_candidates": sum(len(t) for t in trajectories), "n_distinct": res.n_distinct,
+            "rqn": est.median, "rqn_note": "; ".join(notes) if est.median == math.inf else None,
+            "rqn_runs": [float(v) for v in est.values],
+            "rqn_q25": est.quantile(0.25), "rqn_q75": est.quantile(0.75),
+            "n_candidates": sum(len(t) for t in trajectories),
+            "n_distinct": sum(res.n_distinct for res in est.runs),
+            "n_kept": sum(len(k) for k in est.kept),
             "test_accuracy": float(correct.mean()), "test_loss": float(rel_losses.mean()),
             "attacks": {},
         })
-        log.info("quantizer %d of %d, %s: r_Qn=%s (%d distinct of %d), acc=%.4f", i + 1,
-                 len(names), name, res.r, res.n_distinct, entries[-1]["n_candidates"],
+        log.info("quantizer %d of %d, %s: r_Qn=%s (median of %d run(s); %d kept of %d distinct "
+                 "of %d), acc=%.4f", i + 1, len(names), name, est.median, len(est.runs),
+                 entries[-1]["n_kept"], entries[-1]["n_distinct"], entries[-1]["n_candidates"],
                  entries[-1]["test_accuracy"])
     progress.step("quantization", len(names), len(names), "done")
     return entries, releases

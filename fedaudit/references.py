@@ -165,8 +165,11 @@ def _add_noise(state: dict[str, torch.Tensor], std: float,
 
 
 def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, seed: int,
-                    device: torch.device) -> dict[str, torch.Tensor]:
+                    device: torch.device,
+                    trajectory: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
     """One reference federation on ``ids`` (see the module docstring); its final state.
+    With ``trajectory``, the global state after each round is appended to it (the r_Qn
+    validation uses these federations as independent runs, experiments/rqn_validation.py).
     Under dp-server / dp-client / clip each client's update is clipped to ``clip_norm``
     before the (uniform) mean and, with noise, Gaussian noise of std
     ``noise_multiplier * clip_norm / sampled`` is added to the mean, as the Flower
@@ -202,6 +205,8 @@ def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, se
         if sigma > 0:
             noise = np.random.default_rng([seed, rnd, 0xD9])
             state = _add_noise(state, sigma * clip / len(states), noise)
+        if trajectory is not None:
+            trajectory.append({k: v.clone() for k, v in state.items()})
     return state
 
 

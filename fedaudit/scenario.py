@@ -129,6 +129,7 @@ class QuantizationConfig:
     quantizers: tuple[str, ...]
     checkpoints: str
     seeds: tuple[int, ...]
+    keep_lowest: int
 
 
 @dataclass(frozen=True)

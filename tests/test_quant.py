@@ -858,8 +858,9 @@ def test_quantize_trajectory_validation():
         quantize_trajectory(bad, "ternary")
 
 
-def test_trajectory_identity_ignores_float_tensors():
-    # biases drift every round in a real run; the grid configuration is the quantized weights
+def test_trajectory_identity_is_the_whole_released_configuration():
+    # quantized weights that coincide do not make one candidate when the float tensors
+    # released with them differ: each keeps its own biases
     torch.manual_seed(0)
     base = {"fc.weight": torch.randn(4, 6), "fc.bias": torch.randn(4)}
     traj = []
@@ -867,6 +868,10 @@ def test_trajectory_identity_ignores_float_tensors():
         traj.append({"fc.weight": base["fc.weight"] * (1 + 1e-4 * t),
                      "fc.bias": base["fc.bias"] + 0.01 * t})
     candidates, first = quantize_trajectory(traj, "binary")
-    assert first == [0]
-    assert torch.equal(candidates[0]["fc.bias"], traj[0]["fc.bias"])
+    assert first == [0, 1, 2, 3, 4, 5]
+    for cand, sd in zip(candidates, traj):
+        assert torch.equal(cand["fc.bias"], sd["fc.bias"])
+    # identical float tensors: the grid collapses the neighbouring weights into one candidate
+    same_bias = [{"fc.weight": sd["fc.weight"], "fc.bias": base["fc.bias"]} for sd in traj]
+    assert quantize_trajectory(same_bias, "binary")[1] == [0]
     assert len(quantize_trajectory(traj, "fp32")[1]) == 6

@@ -26,15 +26,18 @@ from fedaudit.quant.quantizers import (
     quantizer_info,
     register_quantizer,
 )
-from fedaudit.quant.rqn import RqnResult, distinct_candidates, rqn, rqn_details
+from fedaudit.quant.rqn import (RqnResult, RqnRuns, distinct_candidates, lowest_loss_rows, rqn,
+                               rqn_details, rqn_over_runs)
 
 __all__ = [
     "QUANTIZERS",
     "TERNARY_BITS",
     "QuantizerSpec",
     "RqnResult",
+    "RqnRuns",
     "distinct_candidates",
     "is_quantized_tensor",
+    "lowest_loss_rows",
     "quantize",
     "quantize_tensor",
     "quantize_trajectory",
@@ -42,4 +45,5 @@ __all__ = [
     "register_quantizer",
     "rqn",
     "rqn_details",
+    "rqn_over_runs",
 ]

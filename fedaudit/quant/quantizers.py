@@ -307,11 +307,15 @@ def quantize_trajectory(
     two checkpoints would coincide. The last checkpoint's own candidate is then exactly the
     ordinary quantization ``quantize(state_dicts[-1], name)``.
 
-    Identity of a configuration: two checkpoints are the same candidate when their
-    QUANTIZED tensors are identical; the tensors a quantizer leaves in float (biases, norm
-    parameters, buffers) are not part of the grid and change every round of a real run, so
-    comparing them would collapse nothing. The candidate kept is the first occurrence
-    (its float tensors are those of that checkpoint).
+    Identity of a configuration: a candidate is the model as it would be released, its
+    quantized tensors AND the tensors the quantizer leaves in float (biases, norm
+    parameters, buffers). Two checkpoints are the same candidate only when all their
+    tensors are identical after quantization; checkpoints whose quantized weights coincide
+    but whose float tensors differ are distinct candidates with distinct losses. (Comparing
+    only the quantized tensors would keep the first checkpoint's float tensors for the
+    whole group, so the released model -- the last checkpoint's configuration -- could be
+    missing from the candidates.) The last checkpoint's candidate is always
+    ``quantize(state_dicts[-1], name)`` when the reference is the default.
 
     Args:
         state_dicts: the trajectory w_1..w_T (a sequence, not an iterator: the default
@@ -351,8 +355,7 @@ def quantize_trajectory(
             raise type(err)(f"state_dicts[{t}]: {err}") from None
         # the digest of distinct_candidates, computed as we go so that only the distinct
         # quantized checkpoints are held in memory
-        digest = _state_dict_digest(
-            {k: v for k, v in q.items() if is_quantized_tensor(k, v)}, t)
+        digest = _state_dict_digest(q, t)
         if digest not in seen:
             seen.add(digest)
             candidates.append(q)

@@ -9,10 +9,13 @@ ordered by expected loss. The indicator is
     r_Qn = 1/2 * min_{k>1} (E_z[l(th_k, z)] - E_z[l(th_1, z)])^2 / Var_z(l(th_k, z) - l(th_1, z)).
 
 Larger r = more secure: the membership-inference security (MIS) of the quantized model
-tends to 1 roughly like exp(-n r) in the training-set size n. Estimation (the testbed's):
-candidates are the quantized global checkpoints Q(w_t) of the training trajectory,
-duplicates dropped (:func:`distinct_candidates`), per-sample losses on held-out data, then
-:func:`rqn` on the (candidates x samples) loss matrix.
+tends to 1 roughly like exp(-n r) in the training-set size n. Estimation (the testbed's,
+following the paper's recipe of several training runs and their lowest-loss configurations):
+per run, the candidates are the quantized global checkpoints Q(w_t) of the training
+trajectory, duplicates dropped (:func:`distinct_candidates`), per-sample losses on held-out
+data, the ``keep_lowest`` candidates of lowest mean loss (:func:`lowest_loss_rows`), then
+:func:`rqn` on that (candidates x samples) loss matrix; over runs, :func:`rqn_over_runs`
+gives the median and the spread.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["RqnResult", "distinct_candidates", "rqn", "rqn_details"]
+__all__ = ["RqnResult", "RqnRuns", "distinct_candidates", "lowest_loss_rows", "rqn",
+           "rqn_details", "rqn_over_runs"]
 
 NOTE_SINGLE = "only 1 distinct quantized candidate"
 NOTE_ZERO_VAR = "zero variance of loss differences"
@@ -169,6 +173,84 @@ def rqn(losses: Any) -> float:
     two distinct candidates or the loss differences have zero variance; never NaN.
     """
     return rqn_details(losses).r
+
+
+def lowest_loss_rows(losses: Any, keep: int) -> np.ndarray:
+    """Row indices of the ``keep`` distinct candidates of lowest mean loss, in row order.
+
+    Duplicate rows count once (the first occurrence is kept, as in :func:`rqn_details`);
+    ties in the mean are broken by row order. ``keep = 0`` keeps every distinct row. This is
+    the paper's restriction of the candidates to the low-loss configurations (early,
+    high-loss checkpoints of a trajectory are not configurations a release could be).
+
+    Raises:
+        ValueError: ``keep`` is negative or not an integer, or ``losses`` is invalid as in
+            :func:`rqn_details`.
+    """
+    if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 0:
+        raise ValueError(f"keep must be an integer >= 0 (0 = every distinct row), got {keep!r}")
+    arr = _as_loss_matrix(losses)
+    rows = np.asarray(_first_distinct_rows(arr))
+    if keep == 0 or keep >= len(rows):
+        return rows
+    means = arr[rows].mean(axis=1)
+    chosen = np.argsort(means, kind="stable")[:keep]
+    return np.sort(rows[chosen])
+
+
+@dataclass(frozen=True)
+class RqnRuns:
+    """r_Qn estimated in each of several independent training runs (:func:`rqn_over_runs`).
+
+    Attributes:
+        runs: each run's :class:`RqnResult` (row indices refer to that run's kept rows).
+        kept: each run's kept row indices (:func:`lowest_loss_rows`) into its loss matrix.
+    """
+
+    runs: tuple[RqnResult, ...]
+    kept: tuple[tuple[int, ...], ...]
+
+    @property
+    def values(self) -> np.ndarray:
+        """Each run's r (``inf`` possible, never NaN)."""
+        return np.array([res.r for res in self.runs], dtype=np.float64)
+
+    @property
+    def median(self) -> float:
+        """Median of the runs' r (an infinite r sorts last; with an even count the mean of
+        the two middle values, ``inf`` if either is)."""
+        return float(np.median(self.values))
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile of the runs' r ("lower" interpolation: always one run's value, so
+        infinite values never produce NaN)."""
+        return float(np.quantile(self.values, q, method="lower"))
+
+
+def rqn_over_runs(losses_per_run: Iterable[Any], keep_lowest: int = 0) -> RqnRuns:
+    """r_Qn of each run: :func:`rqn_details` on the rows :func:`lowest_loss_rows` keeps.
+
+    Args:
+        losses_per_run: one (candidates x samples) loss matrix per independent run (the
+            paper estimates r from about 15 runs); the matrices may differ in their number
+            of candidates and samples.
+        keep_lowest: candidates kept per run (0 = every distinct candidate).
+
+    Raises:
+        ValueError: no run, or a run's matrix is invalid (the message gives its index).
+    """
+    runs, kept = [], []
+    for i, losses in enumerate(losses_per_run):
+        try:
+            arr = _as_loss_matrix(losses)
+            rows = lowest_loss_rows(arr, keep_lowest)
+        except ValueError as err:
+            raise ValueError(f"run {i}: {err}") from None
+        runs.append(rqn_details(arr[rows]))
+        kept.append(tuple(int(r) for r in rows))
+    if not runs:
+        raise ValueError("losses_per_run is empty: at least one run is needed")
+    return RqnRuns(tuple(runs), tuple(kept))
 
 
 def distinct_candidates(state_dicts: Iterable[Mapping[str, torch.Tensor]]) -> list[int]:

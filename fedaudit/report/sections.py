@@ -133,14 +133,20 @@ def section_quant_table(run: RunData) -> str:
     rows = []
     for e in entries:
         note = e.get("rqn_note")
+        rqn = fmt_g(e.get("rqn"))
+        if len(e.get("rqn_runs") or []) > 1:
+            rqn += f" [{fmt_g(e.get('rqn_q25'))}, {fmt_g(e.get('rqn_q75'))}]"
         rows.append([html.escape(str(e.get("quantizer"))), fmt_g(e.get("bits")),
-                     fmt_g(e.get("sparsity")), fmt_g(e.get("rqn")),
-                     f"{e.get('n_distinct', '–')}/{e.get('n_candidates', '–')}",
+                     fmt_g(e.get("sparsity")), rqn,
+                     f"{e.get('n_kept', '–')}/{e.get('n_distinct', '–')}/{e.get('n_candidates', '–')}",
                      fmt(e.get("test_accuracy"))]
                     + [fmt((e.get("attacks") or {}).get(m, {}).get("auc")) for m in methods]
                     + [html.escape(str(note)) if note else ""])
     out = ("<h3>Per quantizer</h3>"
-           + table(["quantizer", "bits", "sparsity", "r_Qn", "distinct/candidates",
+           + ("<p>r_Qn: median over runs [quartiles] when extra seeds ran; candidates: "
+              "kept (lowest test loss) / distinct / checkpoints.</p>"
+              if any(len(e.get("rqn_runs") or []) > 1 for e in entries) else "")
+           + table(["quantizer", "bits", "sparsity", "r_Qn", "kept/distinct/candidates",
                      "test acc"] + [f"{method_label(m)} AUC" for m in methods] + ["note"],
                     rows, "num", text_cols=(-1,)))
     corr = run.results.get("rqn_vs_attack")
