@@ -51,7 +51,9 @@ def check_run_dir(run: Path, rounds: int, clients: int) -> dict:
                           "queries_per_sample", "seconds_per_sample"}
     assert res["attacks"]["loss"]["queries_per_sample"] == 1
     for q in res["quantization"]:
-        assert set(q) >= {"quantizer", "bits", "sparsity", "rqn", "test_accuracy", "attacks"}
+        assert set(q) >= {"quantizer", "bits", "sparsity", "rqn", "rqn_runs", "rqn_q25",
+                          "rqn_q75", "n_kept", "test_accuracy", "attacks"}
+        assert len(q["rqn_runs"]) == 1 and q["rqn"] == q["rqn_runs"][0]
         assert isinstance(q["rqn"], float) or q["rqn"] == "inf"
     assert set(res["timing"]) >= {"total_seconds", "train_seconds", "audit_seconds",
                                   "attack_seconds"}

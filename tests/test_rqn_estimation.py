@@ -163,3 +163,61 @@ def test_membership_features_against_numpy_float64():
         membership_features(z, np.array([0, 1, 2, 3, 4, 0, 0]))
     with pytest.raises(ValueError, match="logits must be finite"):
         membership_features(np.full((2, 2), np.nan), np.array([0, 1]))
+
+
+class _Recorder:
+    def __init__(self, paths):
+        self.checkpoints = paths
+
+
+class _Quiet:
+    def step(self, *args, **kwargs):
+        pass
+
+
+def test_quantization_audit_estimates_r_per_run_and_reports_the_median(tmp_path):
+    # two runs of three checkpoints each (random perturbations of one initial model): every
+    # run is quantized on its own release's grid, keeps its 2 lowest-loss candidates, and
+    # results.json carries each run's r and their median
+    import fedaudit
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+    from fedaudit.posttrain import quantization_audit
+    from fedaudit.training import per_sample_losses
+
+    scenario = fedaudit.validate("quickstart", [
+        "audit.quantization.quantizers=['int4','ternary']", "audit.quantization.keep_lowest=2"])
+    data = build_federated_data(scenario)
+    base = model_for(scenario.model, data, seed=0).state_dict()
+    gen = torch.Generator().manual_seed(5)
+    trajectories, recorders = [], []
+    for run in range(2):
+        traj, paths = [], []
+        for t in range(3):
+            sd = {k: v + 0.05 * (t + 1) * torch.randn(v.shape, generator=gen)
+                  if v.is_floating_point() else v.clone() for k, v in base.items()}
+            path = tmp_path / f"run{run}-round{t}.pt"
+            torch.save(sd, path)
+            traj.append(sd)
+            paths.append(path)
+        trajectories.append(traj)
+        recorders.append(_Recorder(paths))
+    entries, releases = quantization_audit(scenario, data, recorders, torch.device("cpu"), _Quiet())
+
+    model = model_for(scenario.model, data, seed=0)
+    xt, yt = data.x[data.test], data.y[data.test]
+    for entry in entries:
+        want = []
+        for traj in trajectories:
+            candidates, _ = quantize_trajectory(traj, entry["quantizer"])
+            rows = []
+            for cand in candidates:
+                model.load_state_dict(cand)
+                rows.append(per_sample_losses(model, xt, yt, device=torch.device("cpu"))[0])
+            losses = np.stack(rows)
+            want.append(rqn_details(losses[lowest_loss_rows(losses, 2)]).r)
+        assert entry["rqn_runs"] == want
+        assert entry["rqn"] == float(np.median(want))
+        assert entry["n_candidates"] == 6 and entry["n_kept"] == 4
+        release = quantize(trajectories[0][-1], entry["quantizer"])
+        assert all(torch.equal(releases[entry["quantizer"]][k], release[k]) for k in release)
