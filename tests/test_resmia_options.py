@@ -5,6 +5,7 @@ must score exactly as the paper's attack (docs/algorithms.md section 3)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,3 +341,35 @@ def test_scenario_accepts_the_options():
 def test_scenario_rejects_bad_options(toml, match):
     with pytest.raises(ScenarioError, match=match):
         from_toml(f"[attack.resmia]\n{toml}\n")
+
+
+# --------------------------------------------------------------------------- scenarios
+
+SHARED_CIFAR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / \
+    "cifar10-jpeg-10k.npz"
+
+
+@pytest.mark.parametrize("name", ["resmia-paper", "resmia-paper-cpu"])
+def test_paper_scenarios_pass_preflight_with_the_cifar10_copy(name):
+    if not SHARED_CIFAR.is_file():
+        pytest.skip("../shared/data/cifar10-jpeg-10k.npz is absent (a user's clone)")
+    from fedaudit.preflight import validate_all
+
+    overrides = ["data.dataset=npz", f"data.path={SHARED_CIFAR}"]
+    if not torch.cuda.is_available():
+        overrides.append("federation.client_resources.num_gpus=0")
+    s = validate_all(name, overrides)
+    assert s.federation.num_clients == 10
+    assert s.model.name == ("resnet18" if name == "resmia-paper" else "cnn")
+    assert s.attack.methods[0] == "resmia" and s.attack.options["resmia"]["label"] == "predicted"
+
+
+def test_preflight_checks_resmia_options_against_the_image_size():
+    from fedaudit.preflight import validate_all
+
+    with pytest.raises(ScenarioError, match=r"attack.resmia: steps must be an integer in "
+                                            r"\[1, 3\] .* 8x8 image, got 4 \(the data's "
+                                            r"samples are 1x8x8\)"):
+        validate_all("quickstart", ["attack.resmia.steps=4"])
+    with pytest.raises(ScenarioError, match="attack.resmia: min_size = 9 leaves no erosion step"):
+        validate_all("quickstart", ["attack.resmia.min_size=9"])
