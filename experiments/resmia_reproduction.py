@@ -159,6 +159,7 @@ def evaluate(run_dir: Path, quick: bool) -> dict[str, Any]:
     model.eval()
     oracle = Oracle(model, batch_size=scenario.attack.batch_size)
     x, y = data.x[ids], data.y[ids]
+    correct = oracle.predict_proba(x).argmax(axis=1) == y
     rows: list[Row] = []
     for label, name in BASELINES:
         rows.append(_row(label, get_attack(name)(oracle, x, y), ids, member, sets, 1))
@@ -191,14 +192,14 @@ def evaluate(run_dir: Path, quick: bool) -> dict[str, Any]:
         resnet = build_model("resnet18", in_channels=c, image_size=h,
                              num_classes=data.num_classes, seed=0)
         cost["resnet18"] = _cost(resnet, torch.from_numpy(data.x[ids[:64]]), 64, 3)
-    train_acc = results.get("model", {}).get("train_accuracy")
     return {
         "run_dir": str(run_dir),
         "scenario": scenario.name,
         "dataset": data.name,
         "model": scenario.model.name,
         "test_accuracy": results.get("model", {}).get("test_accuracy"),
-        "train_accuracy": train_acc,
+        "member_accuracy": float(correct[member == 1].mean()),
+        "nonmember_accuracy": float(correct[member == 0].mean()),
         "members": int(member.sum()),
         "nonmembers": int(len(member) - member.sum()),
         "rows": [r.__dict__ for r in rows],
@@ -213,8 +214,10 @@ def _fmt(v: float | None) -> str:
 
 def print_table(out: dict[str, Any]) -> None:
     print(f"run {out['run_dir']} ({out['scenario']}, data {out['dataset']}, model "
-          f"{out['model']}, test accuracy {_fmt(out['test_accuracy'])}); "
-          f"{out['members']} members vs {out['nonmembers']} non-members pooled\n")
+          f"{out['model']}, test accuracy {_fmt(out['test_accuracy'])}, accuracy on the "
+          f"scored members {_fmt(out['member_accuracy'])} / non-members "
+          f"{_fmt(out['nonmember_accuracy'])}); {out['members']} members vs "
+          f"{out['nonmembers']} non-members pooled\n")
     print("| attack | queries | AUC | TPR@1%FPR | FPR@80%TPR | client AUC (min-max) |")
     print("|---|---|---|---|---|---|")
     for r in out["rows"]:
