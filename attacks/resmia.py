@@ -8,8 +8,12 @@ image's fine detail is eroded. Erosion step ``k`` (``k = 1..K``)::
 
 always pooled from the original ``x_0`` (never from ``x_{k-1}``), with ``upsample`` the
 nearest-neighbour interpolation (``"bilinear"`` is an ablation). With ``f`` the oracle's
-softmax output and ``y* = argmax f(x_0)`` (the predicted label; no true label needed),
-the confidence curve is ``c_k = f_{y*}(x_k)``, ``k = 0..K``, and the score is
+softmax output and ``y* = argmax f(x_0)`` (the predicted label; no true label needed;
+``label="true"`` uses the true label ``y`` instead, an ablation), the confidence curve is
+``c_k = phi(f(x_k), y*)``, ``k = 0..K``, with ``phi(p, y) = p_y`` (``scale="probability"``,
+the paper) or LiRA's logit ``phi(p, y) = log p_y - log sum_{y' != y} p_y'``
+(``scale="logit"``: raw confidence saturates near 1 for members, the logit keeps them
+apart), and the score is
 
 * ``"endpoint"`` (default):  ``S(x) = (c_0 - c_K) / K``
 * ``"mean-slope"``:          ``S(x) = (1/K) * sum_{k=1..K} (c_0 - c_k) / k``
@@ -21,11 +25,16 @@ member. Cost: ``K + 1`` queries per sample, sent as one stream per chunk of samp
 
 Sizes. A fixed pooling factor re-applied to an already pooled image is idempotent
 (pooling 2x2 blocks of an image that is constant on 2x2 blocks changes nothing), so the
-pooled sizes must shrink at every step. Default: ``s_k = ceil(H / 2^k)`` for
+pooled sizes must shrink at every step. Default (the paper): ``s_k = ceil(H / 2^k)`` for
 ``k = 1..K``, ``K = floor(log2 H)``; for an 8x8 image ``s = 4, 2, 1`` and the last step is
 the per-channel global mean. Non-square ``H x W`` images: each side shrinks on its own,
 ``s_k = (ceil(H / 2^k), ceil(W / 2^k))``, and ``K = floor(log2 max(H, W))``, so the longer
 side keeps shrinking (strictly) after the shorter one has reached 1.
+
+Milder schedules (:class:`ErosionSchedule`, an ablation): a shrink factor ``r > 1`` per
+step and a smallest size ``m``, ``s_k = (ceil(H / r^k), ceil(W / r^k))`` for every ``k >= 1``
+with ``max(H, W) / r^k >= m``, a size equal to the one before it (or to the input) left
+out; ``r = 2, m = 1`` is the default above. ``steps`` keeps the first ``K'`` sizes.
 
 Interpolation: ``torch.nn.functional.interpolate`` with ``mode="nearest"`` (PyTorch's
 legacy nearest, source index ``floor(i * s / H)``; for sizes dividing H this is exact
@@ -36,27 +45,101 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Integral
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attacks.reference import logit_confidence
 from attacks.registry import register_attack
 from fedaudit.options import option
 
-__all__ = ["erode", "default_sizes", "resmia_scores", "resmia_attack"]
+__all__ = ["ErosionSchedule", "erode", "default_sizes", "schedule_sizes", "resmia_scores",
+           "resmia_attack"]
 
 Size = tuple[int, int]
 SizeSpec = int | Sequence[int]
 
 _UPSAMPLE = ("nearest", "bilinear")
 _SCORES = ("endpoint", "mean-slope")
+_LABELS = ("predicted", "true")
+_SCALES = ("probability", "logit")
 
 
 def _max_steps(height: int, width: int) -> int:
     return int(math.floor(math.log2(max(height, width))))
+
+
+@dataclass(frozen=True)
+class ErosionSchedule:
+    """Which pooled sizes the erosion visits: shrink ``factor`` r > 1 per step, smallest
+    size ``min_size`` m >= 1 of the longer side, at most ``steps`` steps (None = all).
+
+    ``s_k = (ceil(H / r^k), ceil(W / r^k))`` for each ``k >= 1`` with
+    ``max(H, W) / r^k >= m``; a size equal to the previous one (or to the input) is left
+    out (it would re-query the same image). The default ``ErosionSchedule()`` is the
+    paper's halving down to 1x1. ``factor < 2`` erodes more gently (more, closer steps);
+    ``min_size > 1`` stops before the image is reduced to its channel means. The
+    arithmetic is exact (:class:`fractions.Fraction` of the float ``factor``), so a size
+    never depends on the rounding of ``r^k``.
+    """
+
+    factor: float = 2.0
+    min_size: int = 1
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        f = self.factor
+        if isinstance(f, bool) or not isinstance(f, Real) or not math.isfinite(f) or f <= 1:
+            raise ValueError(f"factor must be a finite number > 1, got {f!r}")
+        m = self.min_size
+        if isinstance(m, bool) or not isinstance(m, Integral) or m < 1:
+            raise ValueError(f"min_size must be a positive integer, got {m!r}")
+        k = self.steps
+        if k is not None and (isinstance(k, bool) or not isinstance(k, Integral) or k < 1):
+            raise ValueError(f"steps must be a positive integer or None, got {k!r}")
+
+    def sizes(self, height: int, width: int) -> list[Size]:
+        """The pooled sizes ``s_1..s_K`` for an ``height x width`` image."""
+        for name, v in (("height", height), ("width", width)):
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        longer = max(height, width)
+        if longer < 2:
+            raise ValueError(f"a {height}x{width} image is too small to erode (needs a side >= 2)")
+        r = Fraction(self.factor)
+        out: list[Size] = []
+        previous = (height, width)
+        scale = r
+        while Fraction(longer) / scale >= self.min_size:
+            size = (math.ceil(Fraction(height) / scale), math.ceil(Fraction(width) / scale))
+            if size != previous:
+                out.append(size)
+                previous = size
+            scale *= r
+        if not out:
+            raise ValueError(
+                f"min_size = {self.min_size} leaves no erosion step for a {height}x{width} "
+                f"image with factor {self.factor:g} (needs max(H, W) / factor >= min_size)")
+        k_max = len(out)
+        if self.steps is not None:
+            if self.steps > k_max:
+                raise ValueError(
+                    f"steps must be an integer in [1, {k_max}] (the schedule with factor "
+                    f"{self.factor:g}, min_size {self.min_size} has {k_max} steps) for a "
+                    f"{height}x{width} image, got {self.steps!r}")
+            out = out[: self.steps]
+        return out
+
+
+def schedule_sizes(height: int, width: int, *, factor: float = 2.0, min_size: int = 1,
+                   steps: int | None = None) -> list[Size]:
+    """``ErosionSchedule(factor, min_size, steps).sizes(height, width)``."""
+    return ErosionSchedule(factor, min_size, steps).sizes(height, width)
 
 
 def default_sizes(height: int, width: int, steps: int | None = None) -> list[Size]:
@@ -122,13 +205,19 @@ def _check_sizes(sizes: Sequence[SizeSpec], height: int, width: int) -> list[Siz
 
 
 def _resolve_sizes(
-    height: int, width: int, steps: int | None, sizes: Sequence[SizeSpec] | None
+    height: int, width: int, steps: int | None, sizes: Sequence[SizeSpec] | None,
+    factor: float = 2.0, min_size: int = 1,
 ) -> list[Size]:
     if sizes is not None:
         if steps is not None:
             raise ValueError("pass either steps or sizes, not both")
+        if factor != 2.0 or min_size != 1:
+            raise ValueError("pass either explicit sizes or a schedule (factor, min_size), "
+                             "not both")
         return _check_sizes(sizes, height, width)
-    return default_sizes(height, width, steps)
+    if factor == 2.0 and min_size == 1:
+        return default_sizes(height, width, steps)
+    return schedule_sizes(height, width, factor=factor, min_size=min_size, steps=steps)
 
 
 def _check_image_batch(x: torch.Tensor) -> None:
@@ -145,6 +234,9 @@ def erode(
     steps: int | None = None,
     sizes: Sequence[SizeSpec] | None = None,
     upsample: Literal["nearest", "bilinear"] = "nearest",
+    *,
+    factor: float = 2.0,
+    min_size: int = 1,
 ) -> list[torch.Tensor]:
     """Progressive resolution erosion ``[x_0, x_1, ..., x_K]``.
 
@@ -164,12 +256,16 @@ def erode(
         pitfall).
     upsample : {"nearest", "bilinear"}
         Interpolation back to ``(H, W)``; bilinear uses ``align_corners=False``.
+    factor, min_size : float, int
+        A milder schedule (:class:`ErosionSchedule`): shrink by ``factor`` per step down to
+        a longer side of ``min_size``; ``steps`` then counts that schedule's steps. Not
+        with ``sizes``. The defaults (2, 1) are the paper's halving to 1x1.
     """
     _check_image_batch(x)
     if upsample not in _UPSAMPLE:
         raise ValueError(f"upsample must be one of {', '.join(_UPSAMPLE)}; got {upsample!r}")
     height, width = int(x.shape[-2]), int(x.shape[-1])
-    resolved = _resolve_sizes(height, width, steps, sizes)
+    resolved = _resolve_sizes(height, width, steps, sizes, factor, min_size)
     kwargs: dict[str, Any] = {"mode": upsample}
     if upsample == "bilinear":
         kwargs["align_corners"] = False
@@ -188,6 +284,11 @@ def resmia_scores(
     sizes: Sequence[SizeSpec] | None = None,
     upsample: Literal["nearest", "bilinear"] = "nearest",
     score: Literal["endpoint", "mean-slope"] = "endpoint",
+    label: Literal["predicted", "true"] = "predicted",
+    labels: Any = None,
+    scale: Literal["probability", "logit"] = "probability",
+    factor: float = 2.0,
+    min_size: int = 1,
     return_curves: bool = False,
     chunk_size: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -198,27 +299,40 @@ def resmia_scores(
     one oracle batch, ``oracle.batch_size // (K + 1)``), each chunk's eroded copies
     concatenated into one query stream.
 
+    ``label``: ``"predicted"`` (the paper: ``y* = argmax f(x_0)``) or ``"true"`` (``y* =
+    labels``, the true labels, required then). ``scale``: ``"probability"`` (the paper:
+    ``c_k = f_{y*}(x_k)``) or ``"logit"`` (``c_k = log f_{y*}(x_k) - log sum_{y' != y*}
+    f_{y'}(x_k)``, :func:`attacks.reference.logit_confidence`). ``steps``, ``sizes``,
+    ``factor``, ``min_size``, ``upsample``: see :func:`erode`.
+
     Returns ``scores`` (``(N,)`` float64), or ``(scores, curves)`` when
-    ``return_curves``; ``curves[i, k] = f_{y*}(x_k)`` of sample ``i``, shape ``(N, K+1)``.
+    ``return_curves``; ``curves[i, k] = c_k`` of sample ``i``, shape ``(N, K+1)``.
     """
     if score not in _SCORES:
         raise ValueError(f"score must be one of {', '.join(_SCORES)}; got {score!r}")
     if upsample not in _UPSAMPLE:
         raise ValueError(f"upsample must be one of {', '.join(_UPSAMPLE)}; got {upsample!r}")
+    if label not in _LABELS:
+        raise ValueError(f"label must be one of {', '.join(_LABELS)}; got {label!r}")
+    if scale not in _SCALES:
+        raise ValueError(f"scale must be one of {', '.join(_SCALES)}; got {scale!r}")
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
             raise ValueError(f"x must be numeric, got dtype {x.dtype}")
         x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     _check_image_batch(x)
     height, width = int(x.shape[-2]), int(x.shape[-1])
-    resolved = _resolve_sizes(height, width, steps, sizes)
+    resolved = _resolve_sizes(height, width, steps, sizes, factor, min_size)
     k = len(resolved)
+    n = int(x.shape[0])
+    true_y = None
+    if label == "true":
+        true_y = _check_true_labels(labels, n)
     if chunk_size is None:
         chunk_size = max(1, int(getattr(oracle, "batch_size", 256)) // (k + 1))
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
 
-    n = int(x.shape[0])
     curves = np.empty((n, k + 1), dtype=np.float64)
     with torch.no_grad():
         for start in range(0, n, chunk_size):
@@ -227,8 +341,14 @@ def resmia_scores(
             stream = torch.cat(erode(xb, sizes=resolved, upsample=upsample), dim=0)
             proba = np.asarray(oracle.predict_proba(stream), dtype=np.float64)
             proba = proba.reshape(k + 1, b, -1)  # level-major, as concatenated
-            y_star = proba[0].argmax(axis=1)
-            curves[start : start + b] = proba[:, np.arange(b), y_star].T
+            if true_y is None:
+                y_star = proba[0].argmax(axis=1)
+            else:
+                y_star = true_y[start : start + b]
+            if scale == "logit":
+                curves[start : start + b] = logit_confidence(proba, y_star).T
+            else:
+                curves[start : start + b] = proba[:, np.arange(b), y_star].T
 
     drop = curves[:, :1] - curves[:, 1:]  # c_0 - c_k, k = 1..K
     if score == "endpoint":
@@ -240,6 +360,18 @@ def resmia_scores(
     return scores
 
 
+def _check_true_labels(labels: Any, n: int) -> np.ndarray:
+    if labels is None:
+        raise ValueError('label = "true" needs the true labels (labels=...)')
+    if isinstance(labels, torch.Tensor):
+        labels = labels.detach().cpu().numpy()
+    y = np.asarray(labels)
+    if y.shape != (n,) or (y.size and y.dtype.kind not in "iu"):
+        raise ValueError(f"labels must be {n} integer class labels, got shape {y.shape} "
+                         f"dtype {y.dtype}")
+    return y.astype(np.int64, copy=False)
+
+
 def _check_size_option(sizes: list[int]) -> str | None:
     if any(s < 1 for s in sizes):
         return "sizes must be positive integers"
@@ -248,21 +380,34 @@ def _check_size_option(sizes: list[int]) -> str | None:
     return None
 
 
-#: the scenario's ``[attack.resmia]`` table; 0 steps / no sizes = the defaults above
+#: the scenario's ``[attack.resmia]`` table; defaults = the paper's attack (0 steps / no
+#: sizes = the schedule's own length / no explicit sizes)
 RESMIA_OPTIONS = {
-    "steps": option(int, 0, "erosion steps K (0 = floor(log2 H))", min=0, unset=0),
-    "sizes": option(list, [], "explicit pooling sizes (strictly decreasing)",
-                    item_types=(int,), check=_check_size_option, unset=[]),
+    "steps": option(int, 0, "erosion steps K: the first K sizes of the schedule (0 = all: "
+                    "floor(log2 H) for the default halving)", min=0, unset=0),
+    "sizes": option(list, [], "explicit pooling sizes (strictly decreasing; not with "
+                    "factor / min_size)", item_types=(int,), check=_check_size_option, unset=[]),
+    "factor": option(float, 2.0, "shrink factor per erosion step (> 1; 2 = the paper's "
+                     "halving, < 2 = milder steps)", min=1.0, min_exclusive=True, unset=2.0),
+    "min_size": option(int, 1, "stop the schedule at this longer-side size (1 = down to the "
+                       "channel means, the paper)", min=1, unset=1),
     "upsample": option(str, "nearest", "restoration interpolation",
-                       choices=("nearest", "bilinear")),
+                       choices=_UPSAMPLE),
     "score": option(str, "endpoint", "confidence-decay statistic",
-                    choices=("endpoint", "mean-slope")),
+                    choices=_SCORES),
+    "label": option(str, "predicted", "class whose confidence is tracked: predicted on the "
+                    "original image (the paper, label-free) or the true label",
+                    choices=_LABELS),
+    "scale": option(str, "probability", "confidence scale: the softmax probability (the "
+                    "paper) or its logit log p - log(1 - p)", choices=_SCALES),
 }
 
 
-def _queries(shape: Sequence[int], steps: int | None = None, sizes=None, **_: Any) -> int:
+def _queries(shape: Sequence[int], steps: int | None = None, sizes=None, factor: float = 2.0,
+             min_size: int = 1, **_: Any) -> int:
     """K + 1 oracle queries per sample."""
-    return len(_resolve_sizes(int(shape[-2]), int(shape[-1]), steps, sizes)) + 1
+    return len(_resolve_sizes(int(shape[-2]), int(shape[-1]), steps, sizes, factor,
+                              min_size)) + 1
 
 
 @register_attack("resmia", label="Res-MIA", options=RESMIA_OPTIONS, cost=_queries)
@@ -273,12 +418,18 @@ def resmia_attack(
     *,
     steps: int | None = None,
     sizes: Sequence[SizeSpec] | None = None,
+    factor: float = 2.0,
+    min_size: int = 1,
     upsample: Literal["nearest", "bilinear"] = "nearest",
     score: Literal["endpoint", "mean-slope"] = "endpoint",
+    label: Literal["predicted", "true"] = "predicted",
+    scale: Literal["probability", "logit"] = "probability",
     chunk_size: int | None = None,
 ) -> np.ndarray:
-    """Registered Res-MIA attack; ``y`` is unused (Res-MIA uses ``argmax f(x_0)``)."""
+    """Registered Res-MIA attack; ``y`` (the true labels) is used only with
+    ``label="true"`` (the paper's Res-MIA tracks ``argmax f(x_0)``)."""
     return resmia_scores(
-        oracle, x, steps=steps, sizes=sizes, upsample=upsample, score=score,
-        chunk_size=chunk_size,
+        oracle, x, steps=steps, sizes=sizes, factor=factor, min_size=min_size,
+        upsample=upsample, score=score, label=label, labels=y if label == "true" else None,
+        scale=scale, chunk_size=chunk_size,
     )

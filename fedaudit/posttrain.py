@@ -202,12 +202,14 @@ def resmia_curves(model: torch.nn.Module, scenario: Scenario, data: FederatedDat
     (pooled over clients) -- the report's confidence-decay figure."""
 
     opts = attack_options(scenario)["resmia"]
-    del opts["score"]
+    opts.pop("score", None)
+    opts.pop("scale", None)  # the figure shows the softmax confidence
     oracle = Oracle(model, batch_size=scenario.attack.batch_size, device=device)
     out = {}
     for key in ("members", "nonmembers"):
         ids = np.unique(np.concatenate([s[key] for s in sets]))
-        _, curves = resmia_scores(oracle, data.x[ids], return_curves=True, **opts)
+        _, curves = resmia_scores(oracle, data.x[ids], labels=data.y[ids], return_curves=True,
+                                  **opts)
         out[key] = curves.mean(axis=0).tolist()
     return out
 

@@ -36,10 +36,32 @@ def check_resources(scenario: Scenario) -> None:
                                 f"than the {gpus} GPUs visible; allowed: <= {gpus}")
 
 
+def check_attack_options(scenario: Scenario, sample_shape: tuple[int, ...]) -> None:
+    """Options an attack can only check against the data's shape (Res-MIA's steps, sizes
+    and schedule against the image size): each attack's ``cost(sample_shape, **options)``
+    raises ``ValueError`` for them, here before training instead of after it."""
+    if not scenario.attack.enabled:
+        return
+    from attacks.registry import ATTACKS
+    from fedaudit.attack_sets import attack_options
+
+    for method, opts in attack_options(scenario).items():
+        cost = ATTACKS.meta(method).get("cost")
+        if cost is None:
+            continue
+        try:
+            cost(sample_shape, **opts)
+        except ValueError as exc:
+            raise ScenarioError(f"attack.{method}: {exc} (the data's samples are "
+                                f"{'x'.join(map(str, sample_shape))})") from None
+
+
 def check_scenario(scenario: Scenario) -> Scenario:
-    """Data, partitions, model and resources of an already schema-validated scenario."""
+    """Data, partitions, model, attack options and resources of an already
+    schema-validated scenario."""
     check_resources(scenario)
     data = build_federated_data(scenario)
+    check_attack_options(scenario, tuple(data.x.shape[1:]))
     try:
         model_for(scenario.model, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:
