@@ -45,7 +45,8 @@ def test_schema_choices_come_from_the_registries(plugins):
     assert "api-stripes" in s["data"]["dataset"].choices()
     assert "api-top" in s["attack"]["methods"].item_choices()
     assert set(s["attack.api-top"]) == {"power"}  # the attack's options are its table
-    assert set(s["attack.resmia"]) == {"steps", "sizes", "upsample", "score"}
+    assert set(s["attack.resmia"]) == {"steps", "sizes", "upsample", "score", "label", "scale",
+                                       "factor", "min_size"}
     with pytest.raises(ScenarioError, match="unknown quantizer 'int3'; allowed: .*api-half"):
         fedaudit.validate({"audit.quantization": {"quantizers": ["int3"]}})
     with pytest.raises(ScenarioError, match=r"attack.api-top.power = -1.0: out of range"):
