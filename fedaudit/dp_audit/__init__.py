@@ -1,0 +1,8 @@
+"""DP auditing with one training run (Steinke, Nasr & Jagielski 2023): the epsilon lower
+bound (:mod:`~fedaudit.dp_audit.bound`), the canary draws and the guesses
+(:mod:`~fedaudit.dp_audit.canaries`).  Pure numpy / scipy; the run-time side (scoring the
+canaries after training, results.json ``dp_audit``) is :mod:`fedaudit.dp_audit_results`."""
+
+from fedaudit.dp_audit.bound import audit_p_value, epsilon_lower_bound
+
+__all__ = ["audit_p_value", "epsilon_lower_bound"]
