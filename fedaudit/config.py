@@ -212,9 +212,12 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     },
     "audit.dp": {
         "canaries": _f(int, 0, "DP audit with one run (Steinke et al. 2023): number of "
-                       "canaries, each included with probability 1/2 (0 = off); sample "
-                       "canaries (mislabeled holdout samples) under defense none / dp-sgd",
-                       min=0),
+                       "canaries, each included with probability 1/2 (0 = off)", min=0),
+        "level": _f(str, "auto", "sample: canary samples (mislabeled holdout samples) in "
+                    "the clients' data; client: canary clients sending a fixed direction "
+                    "at the clipping norm; auto: the defense's level (none / dp-sgd: sample; "
+                    "dp-client / dp-server / clip: client)",
+                    choices=("auto", "sample", "client")),
         "k_plus": _f(int, -1, "guess 'included' for the k_plus highest-scoring canaries "
                      "(-1 = canaries // 4)", min=-1),
         "k_minus": _f(int, -1, "guess 'excluded' for the k_minus lowest-scoring canaries "
@@ -361,6 +364,9 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
                 raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
                                     f"[{sec}]: " + ", ".join(fields))
             resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
+    dp = resolved["audit.dp"]
+    if dp["level"] == "auto":  # resolved, so the clients rebuild the same data
+        dp["level"] = _defenses().get(resolved["defense"]["kind"]).dp_audit or "auto"
     scenario = Scenario.from_sections(resolved)
     _check_cross(scenario, source)
     return scenario
@@ -418,6 +424,10 @@ def _check_dp_audit(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: audit.dp.canaries = {a.canaries}: defense.kind = "
                             f"{s.defense.kind!r} has no DP audit; allowed: "
                             + ", ".join(allowed))
+    if a.level != level:
+        raise ScenarioError(f"{source}: audit.dp.level = {a.level!r}: defense.kind = "
+                            f"{s.defense.kind!r} is audited at the {level} level; allowed: "
+                            f"'auto', {level!r}")
 
 
 def _check_references(s: Scenario, source: str) -> None:

@@ -6,7 +6,16 @@ exceeds the claim, a warning.
 Sample level (defense ``none`` / ``dp-sgd``): the canaries are mislabeled holdout samples
 planted by :func:`fedaudit.data.build_federated_data`; the score is the negated loss of the
 canary under its (wrong) label on the final global model -- black-box, the attack every
-release allows.  The delta of the bound is the defense's ``delta`` (the claimed epsilon's).
+release allows.
+
+Client level (``dp-client`` / ``dp-server`` / ``clip``): the canary clients are planted
+in the server's strategy stack (:mod:`strategies.canary_clients`); the score of canary j
+is <w_T - w_0, u_j> over the model's floating-point entries (w_0 the initial global
+model, w_T the released one, u_j the canary's direction) -- what anyone holding the
+released models can compute.
+
+The delta of the bound is the defense's ``delta`` (the claimed epsilon's; 1e-5 for a kind
+without one).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import numpy as np
 import torch
 
 from fedaudit.data import FederatedData
+from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.summary import audit_summary, warning_message
 from fedaudit.models import model_for
 from fedaudit.rundir import atomic_save_npz
@@ -27,7 +37,8 @@ from fedaudit.training import per_sample_losses
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["add_dp_audit", "canary_scores", "DP_CANARIES_NAME"]
+__all__ = ["add_dp_audit", "canary_scores", "client_audit", "sample_audit",
+           "DP_CANARIES_NAME"]
 
 DP_CANARIES_NAME = "dp_canaries.npz"
 
@@ -44,6 +55,36 @@ def canary_scores(scenario: Scenario, data: FederatedData, state: dict[str, torc
     return -np.asarray(losses, dtype=np.float64)
 
 
+def _delta(scenario: Scenario) -> float:
+    d = scenario.defense.options.get("delta")
+    return 1e-5 if d is None else float(d)
+
+
+def _flat_floats(state: dict[str, torch.Tensor]) -> np.ndarray:
+    return np.concatenate([v.detach().cpu().numpy().astype(np.float64).ravel()
+                           for v in state.values() if torch.is_floating_point(v)])
+
+
+def client_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
+                 claimed_epsilon: float | str | None
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the client-level audit:
+    the released model ``state`` against the initial global model."""
+    cfg = scenario.audit.dp
+    initial = model_for(scenario.model, data, seed=scenario.seed).state_dict()
+    change = _flat_floats(state) - _flat_floats(initial)
+    scores = direction_scores(change, scenario.seed, cfg.canaries)
+    included = client_inclusion(cfg.canaries, scenario.seed)
+    k_plus, k_minus = cfg.guess_counts()
+    summary, guess = audit_summary(scores, included, k_plus=k_plus, k_minus=k_minus,
+                                   delta=_delta(scenario), beta=cfg.beta,
+                                   claimed_epsilon=claimed_epsilon, level="client",
+                                   attack="model-change projection")
+    arrays = {"canary": np.arange(cfg.canaries, dtype=np.int64),
+              "included": included.astype(np.int8), "score": scores, "guess": guess}
+    return summary, arrays
+
+
 def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
                  claimed_epsilon: float | str | None,
                  device: torch.device) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -53,7 +94,7 @@ def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     scores = canary_scores(scenario, data, state, device)
     k_plus, k_minus = scenario.audit.dp.guess_counts()
     summary, guess = audit_summary(scores, can.included, k_plus=k_plus, k_minus=k_minus,
-                                   delta=float(scenario.defense.options["delta"]),
+                                   delta=_delta(scenario),
                                    beta=scenario.audit.dp.beta,
                                    claimed_epsilon=claimed_epsilon, level="sample",
                                    attack="loss")
@@ -67,7 +108,10 @@ def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
     """results.json ``dp_audit`` (and a warning when the bound exceeds ``defense.epsilon``);
     writes dp_canaries.npz."""
     claimed = (results.get("defense") or {}).get("epsilon")
-    summary, arrays = sample_audit(scenario, data, state, claimed, device)
+    if scenario.audit.dp.level == "client":
+        summary, arrays = client_audit(scenario, data, state, claimed)
+    else:
+        summary, arrays = sample_audit(scenario, data, state, claimed, device)
     atomic_save_npz(run_dir / DP_CANARIES_NAME, **arrays)
     results["dp_audit"] = summary
     log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f at "

@@ -136,6 +136,7 @@ class QuantizationConfig:
 class DpAuditConfig:
     """``[audit.dp]``: the one-run DP audit (:mod:`fedaudit.dp_audit`)."""
     canaries: int
+    level: str
     k_plus: int
     k_minus: int
     beta: float

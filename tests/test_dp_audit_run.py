@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -170,3 +171,82 @@ def test_dp_audit_end_to_end(tmp_path):
 
     html = write_report(run_dir).read_text()
     assert "empirical lower bound" in html
+
+
+# ---------------------------------------------------------------- client level
+
+def _client_round(kind: str, noise: float, n: int = 3, m: int = 12, seed: int = 0):
+    """One round of the scenario's strategy stack with the client-level audit on: ``n``
+    real clients whose updates have norm 0.1 (below the clipping norm 0.5)."""
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+
+    from fedaudit.simulation.strategy_factory import make_strategy
+    from strategies.canary_clients import CanaryClientsStrategy
+
+    scen = load_scenario("quickstart", [f"defense.kind={kind}", f"defense.clip_norm=0.5",
+                                        f"federation.num_clients={n}",
+                                        f"audit.dp.canaries={m}", f"scenario.seed={seed}"]
+                         + ([f"defense.noise_multiplier={noise}"] if kind != "clip" else []))
+    strat = make_strategy(scen)
+    assert isinstance(strat, CanaryClientsStrategy)
+    glob = {"w": torch.linspace(-1, 1, 300).reshape(20, 15), "b": torch.zeros(15)}
+
+    class Grid:
+        def get_node_ids(self):
+            return list(range(1, n + 1))
+
+    msgs = list(strat.configure_train(1, ArrayRecord(glob), ConfigRecord({}), Grid()))
+    assert len(msgs) == n  # the canaries are not sampled nodes
+    replies, updates = [], []
+    for i in range(n):
+        g = torch.Generator().manual_seed(100 + i)
+        u = {k: torch.randn(glob[k].shape, generator=g) for k in ("w", "b")}
+        scale = 0.1 / math.sqrt(sum(float((t ** 2).sum()) for t in u.values()))
+        sent = {**glob, **{k: glob[k] + scale * u[k] for k in u}}
+        updates.append(np.r_[(sent["w"] - glob["w"]).numpy().ravel(),
+                             (sent["b"] - glob["b"]).numpy().ravel()].astype(np.float64))
+        out = Message(content=RecordDict({"config": ConfigRecord({})}), dst_node_id=i + 1,
+                      message_type=MessageType.TRAIN)
+        metrics = MetricRecord({"num-examples": 10, "train-loss": 0.5, "partition-id": i,
+                                "dp-weight": 1})
+        replies.append(Message(content=RecordDict({"arrays": ArrayRecord(sent),
+                                                   "metrics": metrics}), reply_to=out))
+    arrays, _ = strat.aggregate_train(1, replies)
+    return scen, strat, glob, arrays, updates
+
+
+def test_canary_clients_join_the_aggregate_at_the_clipping_norm(identity):
+    from fedaudit.dp_audit.canaries import canary_direction, client_inclusion
+
+    scen, strat, glob, arrays, updates = _client_round("clip", 0.0)
+    included = client_inclusion(12, 0)
+    k = int(included.sum())
+    assert 0 < k < 12 and list(strat.included) == list(np.flatnonzero(included))
+    # no noise: the uniform mean of the 3 real updates and k canary updates 0.5 * u_j
+    want = (sum(updates) + sum(0.5 * canary_direction(0, j, 315)
+                               for j in np.flatnonzero(included))) / (3 + k)
+    got = np.r_[arrays["w"].numpy().ravel(), arrays["b"].numpy().ravel()].astype(np.float64)
+    base = np.r_[glob["w"].numpy().ravel(), glob["b"].numpy().ravel()].astype(np.float64)
+    # float32 storage of the models: |error| <= a few ulp of |w| <= 1, i.e. ~1e-7
+    assert np.allclose(got - base, want, rtol=0, atol=1e-6)
+    # every canary direction is unit length at the clipping norm
+    assert np.linalg.norm(canary_direction(0, 3, 315)) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_canary_clients_under_central_dp_release_a_noised_aggregate(identity):
+    scen, strat, glob, arrays, _ = _client_round("dp-server", 1.0)
+    assert arrays is not None  # strict mode: the reply count includes the canaries
+    assert strat.privacy_spent().num_releases == 1  # delegated to the DP wrapper
+
+
+def test_client_level_scores_separate_included_canaries_without_noise(identity):
+    """The auditor's score <w_T - w_0, u_j> on a model that moved by exactly the
+    included canaries' mean update: every included canary scores about clip/(n+k)."""
+    from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
+
+    scen, strat, glob, arrays, _ = _client_round("clip", 0.0)
+    change = np.r_[(arrays["w"].numpy() - glob["w"].numpy()).ravel(),
+                   (arrays["b"].numpy() - glob["b"].numpy()).ravel()].astype(np.float64)
+    scores = direction_scores(change, 0, 12)
+    inc = client_inclusion(12, 0)
+    assert scores[inc].min() > scores[~inc].max()

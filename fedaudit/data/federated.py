@@ -149,10 +149,10 @@ def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
 def build_federated_data(scenario: Scenario) -> FederatedData:
     """Deterministic data of a scenario (same ``[data]``, ``[canaries]``, seed and number
     of clients: same ids; cached per process)."""
-    # the schema admits audit.dp.canaries > 0 only under a defense with a sample-level audit
+    dp = scenario.audit.dp
     return _build_cached(scenario.data, scenario.canaries, scenario.seed,
                          scenario.federation.num_clients,
-                         scenario.audit.dp if scenario.audit.dp.canaries else None)
+                         dp if dp.canaries and dp.level == "sample" else None)
 
 
 def _plant_dp_canaries(y: np.ndarray, holdout: np.ndarray, clients: list[np.ndarray],

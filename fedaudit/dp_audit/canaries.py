@@ -1,5 +1,12 @@
 """The canaries of a one-run DP audit and the auditor's guesses.
 
+Client level (``dp-client``, ``dp-server``, ``clip``): ``m`` canary clients, each taking
+part in the whole run with probability 1/2 (:func:`draw_inclusion`); canary j's update is
+``clip_norm * canary_direction(seed, j, dim)``, a fixed random unit vector over the
+model's floating-point entries (seeded per canary, so the server and the auditor
+regenerate it instead of storing m x dim numbers).  The auditor's score of canary j is
+the sum over rounds of <global_t - global_{t-1}, direction_j> (:func:`direction_scores`).
+
 Sample level (``dp-sgd``, no defense): :func:`draw_sample_canaries` takes ``m`` samples of
 the holdout split (never trained on otherwise, and removed from the attacks' non-member
 pool), gives each a uniformly random WRONG label -- a mislabeled sample is the
@@ -18,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SampleCanaries", "draw_sample_canaries", "guesses", "correct_guesses",
-           "draw_inclusion"]
+__all__ = ["SampleCanaries", "canary_direction", "client_inclusion", "correct_guesses",
+           "direction_scores", "draw_inclusion", "draw_sample_canaries", "guesses"]
 
 #: mixed into the scenario seed so that the draw is independent of every other draw
 _SEED_TAG = 20_2023
@@ -44,6 +51,27 @@ def draw_inclusion(m: int, seed: int | list[int]) -> np.ndarray:
     if m < 0:
         raise ValueError(f"m must be >= 0, got {m}")
     return np.random.default_rng(seed).random(m) < 0.5
+
+
+def client_inclusion(m: int, seed: int) -> np.ndarray:
+    """Which of the ``m`` canary clients take part (bool, fair coins from ``seed``)."""
+    return draw_inclusion(m, [seed, _SEED_TAG, 2])
+
+
+def canary_direction(seed: int, j: int, dim: int) -> np.ndarray:
+    """Canary client j's unit direction (float64, length ``dim``): a standard normal
+    vector from its own seed, normalised."""
+    v = np.random.default_rng([seed, _SEED_TAG, 3, j]).standard_normal(dim)
+    return v / np.linalg.norm(v)
+
+
+def direction_scores(change: np.ndarray, seed: int, m: int) -> np.ndarray:
+    """Score of each of the ``m`` canary directions: the sum over rounds of
+    <global_t - global_{t-1}, u_j>, i.e. <global_T - global_0, u_j> (the sum telescopes);
+    ``change`` is that flat float64 difference over the floating-point entries."""
+    change = np.asarray(change, dtype=np.float64)
+    return np.array([float(change @ canary_direction(seed, j, len(change)))
+                     for j in range(m)])
 
 
 def draw_sample_canaries(pool: np.ndarray, y: np.ndarray, m: int, num_clients: int,
