@@ -33,7 +33,9 @@ def test_audit_dp_defaults_and_guess_counts():
     (["audit.dp.canaries=10", "audit.dp.k_plus=8", "audit.dp.k_minus=3"],
      "more guesses than audit.dp.canaries"),
     (["audit.dp.canaries=10", "audit.dp.k_plus=0", "audit.dp.k_minus=0"], "at least one guess"),
-    (["audit.dp.canaries=10", "defense.kind=dp-server"], "has no DP audit; allowed: "),
+    (["audit.dp.canaries=10", "audit.dp.level='client'"],
+     "audited at the sample level; allowed: 'auto', 'sample'"),
+    (["audit.dp.level='gradient'"], "unknown choice"),
     (["audit.dp.beta=0.0"], "audit.dp.beta"),
     (["audit.dp.canaries=-1"], "audit.dp.canaries"),
 ])
@@ -250,3 +252,51 @@ def test_client_level_scores_separate_included_canaries_without_noise(identity):
     scores = direction_scores(change, 0, 12)
     inc = client_inclusion(12, 0)
     assert scores[inc].min() > scores[~inc].max()
+
+
+# ---------------------------------------------------------------- compare and report
+
+def test_compare_and_report_show_both_epsilons(tmp_path):
+    from test_compare import write_fake_run
+
+    from fedaudit.compare import columns, compare_rows, to_csv
+    from fedaudit.report.sections import dp_audit_card
+
+    audit = {"level": "sample", "attack": "loss", "canaries": 200, "included": 97,
+             "k_plus": 50, "k_minus": 50, "guesses": 100, "correct": 93, "beta": 0.05,
+             "delta": 1e-5, "epsilon_lower_bound": 1.9224, "claimed_epsilon": 0.51,
+             "exceeds_claimed": True}
+    run = write_fake_run(tmp_path / "a-20250101-120000", defense="dp-sgd", epsilon=0.51)
+    res = json.loads((run / "results.json").read_text())
+    res["dp_audit"] = audit
+    (run / "results.json").write_text(json.dumps(res))
+    plain = write_fake_run(tmp_path / "b-20250101-120000", defense="dp-sgd", epsilon=2.0)
+    rows = compare_rows([run, plain])
+    assert rows[0]["epsilon"] == 0.51 and rows[0]["epsilon_lb"] == 1.9224
+    assert rows[1]["epsilon_lb"] is None  # a run without the audit: empty cell
+    cols = columns(rows)
+    assert cols[cols.index("epsilon") + 1] == "epsilon_lb"
+    assert "epsilon,epsilon_lb" in to_csv(rows).splitlines()[0]
+    key, value, sub = dp_audit_card(audit)
+    assert key == "empirical lower bound vs claimed epsilon"
+    assert value == "1.922 vs 0.51" and "93 of 100" in sub and "EXCEEDS" in sub
+    _, value, sub = dp_audit_card({**audit, "claimed_epsilon": None, "exceeds_claimed": False})
+    assert value == "1.922 vs –" and "no epsilon claimed" in sub
+
+
+def test_a_defense_without_an_audit_level_is_refused():
+    from fedaudit.defenses import DEFENSES, Defense, register_defense
+
+    @register_defense
+    class Opaque(Defense):
+        kind = "test-opaque"
+
+        def summary(self, cfg, rounds, *, num_clients, num_sampled):
+            return {"epsilon": None, "accounting": "", "notes": []}
+
+    try:
+        assert load_scenario("quickstart", ["defense.kind=test-opaque"]).audit.dp.level == "auto"
+        with pytest.raises(ScenarioError, match="'test-opaque' has no DP audit; allowed: "):
+            load_scenario("quickstart", ["defense.kind=test-opaque", "audit.dp.canaries=8"])
+    finally:
+        DEFENSES.unregister("test-opaque")
