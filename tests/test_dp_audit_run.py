@@ -155,20 +155,29 @@ def test_honest_dpsgd_stays_below_its_claim(one_thread, tmp_path):
 
 
 @pytest.mark.e2e
-def test_dp_audit_end_to_end(tmp_path):
+@pytest.mark.parametrize("name, level", [("defense-none", "sample"),
+                                         ("defense-dpserver", "client")])
+def test_dp_audit_end_to_end(tmp_path, name, level):
     """Through Flower + Ray: results.json dp_audit, dp_canaries.npz, no canary scored by
     the membership attacks, the report's card."""
     from fedaudit.simulation.runner import run
 
-    scen = load_scenario("defense-none", ["audit.dp.canaries=40", "federation.rounds=2",
-                                          "train.local_epochs=2",
-                                          "audit.quantization.enabled=false",
-                                          "attack.methods=['loss']"])
+    scen = load_scenario(name, ["audit.dp.canaries=40", "federation.rounds=2",
+                                "train.local_epochs=2", "audit.quantization.enabled=false",
+                                "attack.methods=['loss']"])
     run_dir, res = run(scen, tmp_path)
     a = json.loads((run_dir / "results.json").read_text())["dp_audit"]
-    assert a["canaries"] == 40 and a["guesses"] == 20 and a["claimed_epsilon"] is None
-    with np.load(run_dir / "dp_canaries.npz") as z, np.load(run_dir / "scores.npz") as sc:
-        assert not np.isin(z["sample_id"], sc["sample_id"]).any()
+    assert a["canaries"] == 40 and a["guesses"] == 20 and a["level"] == level
+    assert a["claimed_epsilon"] == res["defense"]["epsilon"]
+    with np.load(run_dir / "dp_canaries.npz") as z:
+        assert len(z["score"]) == 40 and int((z["guess"] != 0).sum()) == 20
+        if level == "sample":
+            with np.load(run_dir / "scores.npz") as sc:
+                assert not np.isin(z["sample_id"], sc["sample_id"]).any()
+        else:  # the recorder saw only the real clients
+            assert all(set(r["update_norm"]) <= {"0", "1", "2", "3", "4"}
+                       for r in map(json.loads,
+                                    (run_dir / "rounds.jsonl").read_text().splitlines()))
     from fedaudit.report import write_report
 
     html = write_report(run_dir).read_text()
