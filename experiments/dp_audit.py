@@ -53,8 +53,8 @@ def main() -> None:
         a, r = run.results["dp_audit"], run.results
         eps = a["claimed_epsilon"]
         eps_text = "-" if eps is None else eps if isinstance(eps, str) else f"{eps:.2f}"
-        print(f"| {name} | {label} | {level} | {a['canaries']} ({a['included']}) | {a['guesses']} | "
-              f"{a['correct']} | {a['epsilon_lower_bound']:.2f} | {eps_text} | "
+        print(f"| {name} | {label} | {level} | {a['canaries']} ({a['included']}) | "
+              f"{a['guesses']} | {a['correct']} | {a['epsilon_lower_bound']:.2f} | {eps_text} | "
               f"{'YES' if a['exceeds_claimed'] else 'no'} | "
               f"{r['model']['test_accuracy']:.3f} | {r['attacks']['loss']['auc']:.3f} | "
               f"{time.perf_counter() - t0:.0f} |", flush=True)
