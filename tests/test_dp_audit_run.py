@@ -25,8 +25,9 @@ def test_audit_dp_defaults_and_guess_counts():
     s = load_scenario("defense-none", ["audit.dp.canaries=200", "audit.dp.k_plus=30",
                                        "audit.dp.k_minus=0"])
     assert s.audit.dp.guess_counts() == (30, 0)
-    assert s.sections()["audit.dp"] == {"canaries": 200, "k_plus": 30, "k_minus": 0,
-                                        "beta": 0.05}
+    # level "auto" is resolved to the defense's, so the clients rebuild the same data
+    assert s.sections()["audit.dp"] == {"canaries": 200, "level": "sample", "k_plus": 30,
+                                        "k_minus": 0, "beta": 0.05}
 
 
 @pytest.mark.parametrize("overrides, fragment", [
