@@ -6,7 +6,12 @@ exceeds the claim, a warning.
 Sample level (defense ``none`` / ``dp-sgd``): the canaries are mislabeled holdout samples
 planted by :func:`fedaudit.data.build_federated_data`; the score is the negated loss of the
 canary under its (wrong) label on the final global model -- black-box, the attack every
-release allows.
+release allows -- or, when the run trains reference models (``lira`` / ``rmia`` listed),
+LiRA's offline statistic (:func:`attacks.reference.lira_attack`) of the canary against
+them: the canaries come out of the holdout before the reference pool is split off, so no
+reference ever trained on one and every reference is an OUT model for every canary
+(offline LiRA, also in online mode).  The choice depends on the scenario only, never on the
+scores.
 
 Client level (``dp-client`` / ``dp-server`` / ``clip``): the canary clients are planted
 in the server's strategy stack (:mod:`strategies.canary_clients`); the score of canary j
@@ -27,6 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks.oracle import Oracle
+from attacks.reference import ReferenceSignals, lira_attack
 from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.summary import audit_summary, warning_message
@@ -85,33 +92,65 @@ def client_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     return summary, arrays
 
 
+def lira_canary_scores(scenario: Scenario, data: FederatedData,
+                       state: dict[str, torch.Tensor],
+                       references: list[dict[str, torch.Tensor]],
+                       device: torch.device) -> np.ndarray:
+    """LiRA's offline score of every sample canary (under its canary label) on the model
+    ``state``, the reference models ``references`` all OUT."""
+    assert data.dp_canaries is not None
+    ids = data.dp_canaries.ids
+    model = model_for(scenario.model, data, seed=scenario.seed)
+    bs = scenario.attack.batch_size
+    probs = []
+    for ref in references:
+        model.load_state_dict(ref)
+        probs.append(Oracle(model, batch_size=bs, device=device).predict_proba(data.x[ids]))
+    empty = np.zeros((0, *data.x.shape[1:]), dtype=data.x.dtype)
+    signals = ReferenceSignals(np.stack(probs).astype(np.float64), None, empty,
+                               np.zeros(0, dtype=np.int64),
+                               np.zeros((len(references), 0, data.num_classes)))
+    model.load_state_dict(state)
+    fixed = bool(scenario.attack.options.get("lira", {}).get("fixed_variance", True))
+    return np.asarray(lira_attack(Oracle(model, batch_size=bs, device=device), data.x[ids],
+                                  data.y[ids], references=signals, fixed_variance=fixed),
+                      dtype=np.float64)
+
+
 def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
-                 claimed_epsilon: float | str | None,
-                 device: torch.device) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the sample-level audit."""
+                 claimed_epsilon: float | str | None, device: torch.device,
+                 references: list[dict[str, torch.Tensor]] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the sample-level audit;
+    LiRA's statistic with ``references`` (the reference models' states), else the loss."""
     can = data.dp_canaries
     assert can is not None
-    scores = canary_scores(scenario, data, state, device)
+    if references:
+        scores, attack = lira_canary_scores(scenario, data, state, references, device), "lira"
+    else:
+        scores, attack = canary_scores(scenario, data, state, device), "loss"
     k_plus, k_minus = scenario.audit.dp.guess_counts()
     summary, guess = audit_summary(scores, can.included, k_plus=k_plus, k_minus=k_minus,
                                    delta=_delta(scenario),
                                    beta=scenario.audit.dp.beta,
                                    claimed_epsilon=claimed_epsilon, level="sample",
-                                   attack="loss")
+                                   attack=attack)
     arrays = {"sample_id": can.ids, "included": can.included.astype(np.int8),
               "client": can.client, "label": can.label, "score": scores, "guess": guess}
     return summary, arrays
 
 
 def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
-                 state: dict[str, torch.Tensor], run_dir: Path, device: torch.device) -> None:
+                 state: dict[str, torch.Tensor], run_dir: Path, device: torch.device,
+                 references: list[dict[str, torch.Tensor]] | None = None) -> None:
     """results.json ``dp_audit`` (and a warning when the bound exceeds ``defense.epsilon``);
-    writes dp_canaries.npz."""
+    writes dp_canaries.npz.  ``references``: the run's reference models (sample level:
+    LiRA's statistic instead of the loss)."""
     claimed = (results.get("defense") or {}).get("epsilon")
     if scenario.audit.dp.level == "client":
         summary, arrays = client_audit(scenario, data, state, claimed)
     else:
-        summary, arrays = sample_audit(scenario, data, state, claimed, device)
+        summary, arrays = sample_audit(scenario, data, state, claimed, device, references)
     atomic_save_npz(run_dir / DP_CANARIES_NAME, **arrays)
     results["dp_audit"] = summary
     log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f at "

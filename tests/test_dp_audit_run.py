@@ -310,3 +310,37 @@ def test_a_defense_without_an_audit_level_is_refused():
             load_scenario("quickstart", ["defense.kind=test-opaque", "audit.dp.canaries=8"])
     finally:
         DEFENSES.unregister("test-opaque")
+
+
+def test_lira_canary_score_is_offline_lira_against_the_references():
+    """LiRA's statistic of the canaries, recomputed here from the models' logits:
+    phi = log p_y - log sum_{y' != y} p_y', offline test log Phi((phi - mu) / s) with mu and
+    s the references' per-canary mean and the pooled deviation (fixed_variance)."""
+    from scipy.stats import norm
+
+    from fedaudit.dp_audit_results import lira_canary_scores
+    from fedaudit.models import model_for
+
+    s = load_scenario("defense-none", ["audit.dp.canaries=40"])
+    d = build_federated_data(s)
+    ids = d.dp_canaries.ids
+    states = [model_for(s.model, d, seed=k).state_dict() for k in range(4)]
+    got = lira_canary_scores(s, d, states[0], states[1:], CPU)
+
+    def phi(state):
+        m = model_for(s.model, d, seed=0)
+        m.load_state_dict(state)
+        with torch.no_grad():
+            logp = torch.log_softmax(m(torch.from_numpy(d.x[ids])).double(), dim=1).numpy()
+        y = d.y[ids]
+        own = logp[np.arange(len(y)), y]
+        others = np.log(np.exp(logp).sum(axis=1) - np.exp(own))
+        return own - others
+
+    ref = np.stack([phi(st) for st in states[1:]])
+    mu = ref.mean(axis=0)
+    sd = np.sqrt(((ref - mu) ** 2).sum() / ref.size)
+    want = norm.logcdf(phi(states[0]), loc=mu, scale=sd)
+    # float32 logits of random-init models: phi agrees to ~1e-6 (the library floors each
+    # probability at its EPS, far below these untrained models' probabilities)
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -101,11 +101,6 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
 
     results = assemble_results(scenario, data, recorder, run_dir)
     add_defense_results(results, scenario, recorder, n_extra=len(extra))
-    if scenario.audit.dp.canaries:
-        from fedaudit.dp_audit_results import add_dp_audit
-
-        progress.phase("DP audit")
-        add_dp_audit(results, scenario, data, recorder.current, run_dir, device)
     from fedaudit.posttrain import post_training
 
     timing = post_training(scenario, data, recorder, extra, run_dir, results, device, progress)
