@@ -44,8 +44,8 @@ from fedaudit.training import per_sample_losses
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["add_dp_audit", "canary_scores", "client_audit", "sample_audit",
-           "DP_CANARIES_NAME"]
+__all__ = ["add_dp_audit", "canary_scores", "client_audit", "lira_canary_scores",
+           "sample_audit", "DP_CANARIES_NAME"]
 
 DP_CANARIES_NAME = "dp_canaries.npz"
 
