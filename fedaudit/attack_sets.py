@@ -31,6 +31,8 @@ def attack_sets(scenario: Scenario, data: FederatedData,
     pool = data.holdout if nonmember_pool is None else nonmember_pool
     sets = []
     for c, ids in enumerate(data.clients):
+        if data.dp_canaries is not None:  # the DP audit's canaries are not attacked here
+            ids = ids[~np.isin(ids, data.dp_canaries.ids)]
         rng = np.random.default_rng([cfg.seed, c])
         cap = min(len(ids), len(pool))
         if cfg.members_per_client:

@@ -209,6 +209,15 @@ def _summary(results: dict, seconds: float) -> None:
         console.print(f"defense {defense['kind']}: {eps_text}"
                       + (f" at delta {delta:g}" if isinstance(delta, float) and eps is not None
                          else ""), highlight=False)
+    audit = results.get("dp_audit") or {}
+    if audit:
+        claimed = audit.get("claimed_epsilon")
+        console.print(f"DP audit: epsilon >= {audit['epsilon_lower_bound']:.3g} at confidence "
+                      f"{1 - audit['beta']:.0%} ({audit['correct']} of {audit['guesses']} "
+                      f"guesses correct on {audit['canaries']} canaries); claimed: "
+                      f"{claimed if claimed is not None else 'none'}"
+                      + (" [bold red]EXCEEDED[/]" if audit.get("exceeds_claimed") else ""),
+                      highlight=False)
     canaries = results.get("canaries") or {}
     if canaries.get("mean_percentile") is not None:
         console.print(f"canaries: {len(canaries['samples'])} injected, mean GNQ percentile "

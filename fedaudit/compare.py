@@ -2,7 +2,8 @@
 
 Columns: run directory name, scenario name, defense, its epsilon (results.json
 ``defense.epsilon``: a number, infinite for a defense without noise, empty without a
-defense), release, test accuracy, every attack's AUC and TPR at 1% FPR against the global
+defense), the one-run DP audit's empirical epsilon lower bound beside it when the run has
+one (``epsilon_lb``, results.json ``dp_audit``), release, test accuracy, every attack's AUC and TPR at 1% FPR against the global
 model, and the mean of the finite r_Qn values.
 With ``quantized=True`` each quantizer of a run adds a row of its own, with the accuracy
 and attack metrics of that quantized release and its r_Qn, so a quantized release is
@@ -48,6 +49,13 @@ def epsilon_of(results: dict[str, Any]) -> float | None:
     return num(d.get("epsilon")) if isinstance(d, dict) else None
 
 
+def epsilon_lower_bound_of(results: dict[str, Any]) -> dict[str, float | None]:
+    """``{"epsilon_lb": ...}``: the one-run DP audit's empirical lower bound
+    (results.json ``dp_audit``), or ``{}`` for a run without the audit."""
+    a = results.get("dp_audit")
+    return {"epsilon_lb": num(a.get("epsilon_lower_bound"))} if isinstance(a, dict) else {}
+
+
 def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
     """Mean r_Qn over the quantizers whose r_Qn is finite (None when none is)."""
     vals = [num(e.get("rqn")) for e in entries]
@@ -81,7 +89,7 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     quant = [e for e in r.get("quantization") or [] if isinstance(e, dict)]
     eps = epsilon_of(r)
     base = {"run": run.path.name, "scenario": run.name, "defense": defense, "epsilon": eps,
-            "release": "global", "status": "ok",
+            **epsilon_lower_bound_of(r), "release": "global", "status": "ok",
             "test_accuracy": num((r.get("model") or {}).get("test_accuracy")),
             **_attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant),
             **_position_cells(r)}
@@ -169,8 +177,11 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     metric = [f"{m}{s}" for m in methods for s in metric_sfx]
     tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values()) if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
-            and k != "error"]
-    cols = head + [k for k in BASE_COLUMNS if k in keys] + metric + tail
+            and k not in ("error", "epsilon_lb")]
+    base = [k for k in BASE_COLUMNS if k in keys]
+    if "epsilon_lb" in keys:  # the audit's lower bound beside the claimed epsilon
+        base.insert(base.index("epsilon") + 1 if "epsilon" in base else 0, "epsilon_lb")
+    cols = head + base + metric + tail
     if "error" in keys:
         cols.append("error")
     return cols
@@ -205,7 +216,8 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-_HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "rqn_mean": "mean\nr_Qn",
+_HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon",
+            "epsilon_lb": "audit\neps >=", "rqn_mean": "mean\nr_Qn",
             "rqn": "quant\nr_Qn", "release": "release", "status": "status",
             "insider_best": "insider\nbest AUC", "server_best": "server\nbest AUC"}
 
@@ -221,7 +233,7 @@ def _header(col: str) -> str:
 def _cell(col: str, v: Any) -> str:
     if v is None:
         return "–"
-    if col in ("rqn", "rqn_mean", "epsilon"):
+    if col in ("rqn", "rqn_mean", "epsilon", "epsilon_lb"):
         return fmt_g(v)
     if isinstance(v, float):
         return fmt(v)
@@ -232,7 +244,8 @@ def _cell(col: str, v: Any) -> str:
 
 def _numeric(col: str) -> bool:
     return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
-                                                     "epsilon", *POSITION_COLUMNS.values())
+                                                     "epsilon", "epsilon_lb",
+                                                     *POSITION_COLUMNS.values())
 
 
 def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -212,6 +212,21 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
         "keep_lowest": _f(int, 10, "r_Qn candidates kept per run: the distinct quantized "
                           "checkpoints of lowest test loss (0 = all)", min=0),
     },
+    "audit.dp": {
+        "canaries": _f(int, 0, "DP audit with one run (Steinke et al. 2023): number of "
+                       "canaries, each included with probability 1/2 (0 = off)", min=0),
+        "level": _f(str, "auto", "sample: canary samples (mislabeled holdout samples) in "
+                    "the clients' data; client: canary clients sending a fixed direction "
+                    "at the clipping norm; auto: the defense's level (none / dp-sgd: sample; "
+                    "dp-client / dp-server / clip: client)",
+                    choices=("auto", "sample", "client")),
+        "k_plus": _f(int, -1, "guess 'included' for the k_plus highest-scoring canaries "
+                     "(-1 = canaries // 4)", min=-1),
+        "k_minus": _f(int, -1, "guess 'excluded' for the k_minus lowest-scoring canaries "
+                      "(-1 = canaries // 4)", min=-1),
+        "beta": _f(float, 0.05, "the lower bound holds with confidence 1 - beta", min=0.0,
+                   max=0.5, min_exclusive=True),
+    },
     "attack": {
         "enabled": _f(bool, True, "run the black-box membership attacks"),
         "methods": _f(list, list(DEFAULT_ATTACKS), "attacks to run (registered attacks)",
@@ -351,6 +366,9 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
                 raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
                                     f"[{sec}]: " + ", ".join(fields))
             resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
+    dp = resolved["audit.dp"]
+    if dp["level"] == "auto":  # resolved, so the clients rebuild the same data
+        dp["level"] = _defenses().get(resolved["defense"]["kind"]).dp_audit or "auto"
     scenario = Scenario.from_sections(resolved)
     _check_cross(scenario, source)
     return scenario
@@ -374,6 +392,7 @@ def _check_cross(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
                             f"client {bad[0]} does not exist; allowed: "
                             f"0..{fed.num_clients - 1}")
+    _check_dp_audit(s, source)
     problem = _defenses().get(s.defense.kind).check(s)
     if problem:
         raise ScenarioError(f"{source}: {problem}")
@@ -386,6 +405,31 @@ def _check_cross(s: Scenario, source: str) -> None:
     if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "
                             "federation.client_resources.num_gpus > 0")
+
+
+def _check_dp_audit(s: Scenario, source: str) -> None:
+    """``[audit.dp]``: the guesses fit in the canaries, and the defense has an audit level."""
+    a = s.audit.dp
+    if not a.canaries:
+        return
+    k_plus, k_minus = a.guess_counts()
+    if k_plus + k_minus > a.canaries:
+        raise ScenarioError(f"{source}: audit.dp.k_plus + audit.dp.k_minus = "
+                            f"{k_plus + k_minus}: more guesses than audit.dp.canaries "
+                            f"({a.canaries})")
+    if k_plus + k_minus == 0:
+        raise ScenarioError(f"{source}: audit.dp.k_plus = audit.dp.k_minus = 0: the audit "
+                            "needs at least one guess")
+    level = _defenses().get(s.defense.kind).dp_audit
+    if level is None:
+        allowed = [k for k in _defenses().names() if _defenses().get(k).dp_audit]
+        raise ScenarioError(f"{source}: audit.dp.canaries = {a.canaries}: defense.kind = "
+                            f"{s.defense.kind!r} has no DP audit; allowed: "
+                            + ", ".join(allowed))
+    if a.level != level:
+        raise ScenarioError(f"{source}: audit.dp.level = {a.level!r}: defense.kind = "
+                            f"{s.defense.kind!r} is audited at the {level} level; allowed: "
+                            f"'auto', {level!r}")
 
 
 def _check_references(s: Scenario, source: str) -> None:

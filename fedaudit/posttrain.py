@@ -36,6 +36,7 @@ from attacks.resmia import resmia_scores
 from fedaudit.attack_sets import (attack_options, attack_sets, client_audit_set,
                                   pooled_audit_set, result_metrics, scored_ids)
 from fedaudit.data import FederatedData
+from fedaudit.dp_audit_results import add_dp_audit
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
 from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_over_runs
@@ -272,6 +273,8 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
     timing["audit_seconds"] = time.perf_counter() - t0
 
     if not scenario.attack.enabled:
+        if scenario.audit.dp.canaries:
+            add_dp_audit(results, scenario, data, recorder.current, run_dir, device)
         return timing
     t0 = time.perf_counter()
     split = attack_split(scenario, data)
@@ -284,6 +287,10 @@ def post_training(scenario: Scenario, data: FederatedData, recorder, extra: list
         refs = load_or_train(scenario, data, split, audit_ids, device,
                              step=lambda k, n, info: progress.step("references", k, n, info))
         results["references"] = refs.summary()
+    if scenario.audit.dp.canaries:  # the one-run DP audit (LiRA's statistic with references)
+        progress.phase("DP audit")
+        add_dp_audit(results, scenario, data, recorder.current, run_dir, device,
+                     references=refs.states if refs is not None else None)
     targets: list[tuple[str, dict]] = []
     if "global" in scenario.attack.targets:
         targets.append(("global", recorder.current))

@@ -213,6 +213,8 @@ def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, se
 def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
     sec = scenario.sections()
     recipe = {t: sec[t] for t in ("data", "canaries", "model", "federation", "defense")}
+    if scenario.audit.dp.canaries:  # the DP audit's canaries change the data
+        recipe["audit.dp"] = sec["audit.dp"]
     recipe["train"] = {k: v for k, v in sec["train"].items() if k != "device"}
     recipe["scenario_seed"] = scenario.seed
     recipe["fedaudit"] = __version__

@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "AttackConfig", "CanariesConfig", "ClientResources", "DataConfig", "DefenseConfig",
+    "DpAuditConfig",
     "FaultsConfig", "FederationConfig", "GnqConfig", "ModelConfig", "QuantizationConfig",
     "RayInit", "ReferenceConfig", "RunInfo", "Scenario", "TrainConfig", "TABLES",
 ]
@@ -133,10 +134,27 @@ class QuantizationConfig:
 
 
 @dataclass(frozen=True)
+class DpAuditConfig:
+    """``[audit.dp]``: the one-run DP audit (:mod:`fedaudit.dp_audit`)."""
+    canaries: int
+    level: str
+    k_plus: int
+    k_minus: int
+    beta: float
+
+    def guess_counts(self) -> tuple[int, int]:
+        """(k_plus, k_minus) with -1 resolved to ``canaries // 4``."""
+        auto = self.canaries // 4
+        return (auto if self.k_plus < 0 else self.k_plus,
+                auto if self.k_minus < 0 else self.k_minus)
+
+
+@dataclass(frozen=True)
 class AuditConfig:
     """``[audit.*]``"""
     gnq: GnqConfig
     quantization: QuantizationConfig
+    dp: DpAuditConfig
 
 
 @dataclass(frozen=True)
@@ -190,7 +208,8 @@ TABLES: dict[str, type] = {
     "scenario": RunInfo, "data": DataConfig, "federation": FederationConfig,
     "federation.client_resources": ClientResources, "federation.init_args": RayInit,
     "model": ModelConfig, "train": TrainConfig, "audit.gnq": GnqConfig,
-    "audit.quantization": QuantizationConfig, "attack": AttackConfig,
+    "audit.quantization": QuantizationConfig, "audit.dp": DpAuditConfig,
+    "attack": AttackConfig,
     "attack.reference": ReferenceConfig,
     "faults": FaultsConfig, "defense": DefenseConfig, "canaries": CanariesConfig,
 }
@@ -247,7 +266,8 @@ class Scenario:
             model=_table(ModelConfig, s["model"]),
             train=_table(TrainConfig, s["train"]),
             audit=AuditConfig(gnq=_table(GnqConfig, s["audit.gnq"]),
-                              quantization=_table(QuantizationConfig, s["audit.quantization"])),
+                              quantization=_table(QuantizationConfig, s["audit.quantization"]),
+                              dp=_table(DpAuditConfig, s["audit.dp"])),
             attack=_table(AttackConfig, s["attack"], options=MappingProxyType(attack_opts),
                           reference=_table(ReferenceConfig, s["attack.reference"])),
             faults=_table(FaultsConfig, s["faults"]),
@@ -271,6 +291,7 @@ class Scenario:
             "federation.init_args": flat(fed.init_args),
             "model": flat(self.model), "train": flat(self.train),
             "audit.gnq": flat(self.audit.gnq), "audit.quantization": flat(self.audit.quantization),
+            "audit.dp": flat(self.audit.dp),
             "attack": flat(self.attack), "attack.reference": flat(self.attack.reference),
         }
         out.update({f"attack.{name}": {k: _thawed(v) for k, v in opts.items()}

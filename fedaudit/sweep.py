@@ -95,7 +95,7 @@ def parse_grid(spec: str) -> GridAxis:
 def _data_key(scenario: Scenario) -> str:
     """Sections that decide the data split and the model's input shape."""
     return repr((scenario.scenario, scenario.data, scenario.federation, scenario.canaries,
-                 scenario.model))
+                 scenario.model, scenario.audit.dp))
 
 
 def check_data(scenario: Scenario) -> None:

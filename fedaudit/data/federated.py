@@ -15,7 +15,8 @@ import numpy as np
 
 from fedaudit.errors import ScenarioError
 from fedaudit.data.datasets import Dataset, load_dataset
-from fedaudit.scenario import CanariesConfig, DataConfig, Scenario
+from fedaudit.dp_audit.canaries import SampleCanaries, draw_sample_canaries
+from fedaudit.scenario import CanariesConfig, DataConfig, DpAuditConfig, Scenario
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class FederatedData:
     clients: tuple[np.ndarray, ...]  # global ids per client (partition of train)
     canary: np.ndarray  # bool (N,)
     notes: tuple[str, ...] = ()  # the loader's (Dataset.notes)
+    #: the DP audit's canary samples ([audit.dp], sample level): drawn from the holdout
+    #: split (and removed from ``holdout``), the included ones appended to their client's
+    #: ids, their wrong labels already in ``y``; None without a sample-level audit
+    dp_canaries: SampleCanaries | None = None
 
     @property
     def num_classes(self) -> int:
@@ -144,13 +149,32 @@ def _subsample(ds: Dataset, max_samples: int, seed: int) -> Dataset:
 def build_federated_data(scenario: Scenario) -> FederatedData:
     """Deterministic data of a scenario (same ``[data]``, ``[canaries]``, seed and number
     of clients: same ids; cached per process)."""
+    dp = scenario.audit.dp
     return _build_cached(scenario.data, scenario.canaries, scenario.seed,
-                         scenario.federation.num_clients)
+                         scenario.federation.num_clients,
+                         dp if dp.canaries and dp.level == "sample" else None)
+
+
+def _plant_dp_canaries(y: np.ndarray, holdout: np.ndarray, clients: list[np.ndarray],
+                       m: int, num_classes: int,
+                       seed: int) -> tuple[np.ndarray, np.ndarray, SampleCanaries]:
+    """Draw the audit's canaries from the holdout; returns (y with their wrong labels,
+    the holdout without them, the canaries) and appends the included ones to ``clients``."""
+    if m > len(holdout) // 2:
+        raise ScenarioError(f"audit.dp.canaries = {m}: the canaries come from the holdout "
+                            f"split ({len(holdout)} samples), which must keep at least half "
+                            f"for the attacks' non-members; allowed: 0..{len(holdout) // 2}")
+    can = draw_sample_canaries(holdout, y, m, len(clients), num_classes, seed)
+    y = y.copy()
+    y[can.ids] = can.label
+    for c in range(len(clients)):
+        clients[c] = np.sort(np.concatenate([clients[c], can.ids[can.client == c]]))
+    return y, np.setdiff1d(holdout, can.ids), can
 
 
 @functools.lru_cache(maxsize=4)
 def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
-                  num_clients: int) -> FederatedData:
+                  num_clients: int, dp: DpAuditConfig | None = None) -> FederatedData:
     ds = _subsample(load_dataset(d), d.max_samples, seed)
     if len(ds.y) < 10:
         raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
@@ -162,7 +186,11 @@ def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
     if can.count:
         x, y, canary = inject_canaries(ds.x, ds.y, clients, can.count, list(can.clients),
                                        can.kind, len(ds.classes), seed)
+    dp_canaries = None
+    if dp is not None:
+        y, holdout, dp_canaries = _plant_dp_canaries(y, holdout, clients, dp.canaries,
+                                                     len(ds.classes), seed)
     for arr in (x, y, canary):
         arr.setflags(write=False)
     return FederatedData(ds.name, x, y, ds.classes, np.sort(np.concatenate(clients)), holdout,
-                         test, tuple(clients), canary, ds.notes)
+                         test, tuple(clients), canary, ds.notes, dp_canaries)

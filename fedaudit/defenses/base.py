@@ -43,6 +43,9 @@ class Defense:
     #: what the server receives from a client under this defense (the model the curious
     #: server attacks, :mod:`fedaudit.positions`)
     server_sees: ClassVar[str] = "each client's local model, as sent"
+    #: the one-run DP audit of this kind (``[audit.dp]``, :mod:`fedaudit.dp_audit`):
+    #: "sample" (canary samples in the clients' data), "client" (canary clients) or None
+    dp_audit: ClassVar[str | None] = None
 
     def noise_multiplier(self, cfg: DefenseConfig) -> float:
         return float(cfg.options["noise_multiplier"])

@@ -15,6 +15,7 @@ class _CentralDP(Defense):
     options = GAUSSIAN
     uniform_weights = True
     accounted = True
+    dp_audit = "client"
     where: str
 
     def check(self, scenario):

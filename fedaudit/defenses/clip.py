@@ -11,6 +11,7 @@ class UpdateClipping(Defense):
     kind = "clip"
     options = {"clip_norm": CLIP_NORM}
     uniform_weights = True
+    dp_audit = "client"
     wrapper = "server-fixed-clipping"
     server_sees = "each client's local model as sent, BEFORE the server clips it"
 

@@ -31,6 +31,7 @@ def per_client_steps(rounds: Iterable[dict],
 @register_defense
 class DPSGD(Defense):
     kind = "dp-sgd"
+    dp_audit = "sample"
     options = GAUSSIAN
     accounted = True
     server_sees = "each client's DP-SGD-trained local model, as sent"

@@ -8,6 +8,7 @@ from fedaudit.defenses.base import Defense, register_defense
 @register_defense
 class NoDefense(Defense):
     kind = "none"
+    dp_audit = "sample"
 
     def parameters(self, cfg):
         return {"noise_multiplier": None, "clip_norm": None, "delta": None}

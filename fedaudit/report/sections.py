@@ -17,6 +17,20 @@ from fedaudit.report.registry import not_run
 from fedaudit.rundata import RunData, method_label, num, ordered_methods
 
 
+def dp_audit_card(audit: dict) -> tuple[str, str, str]:
+    """The card "empirical lower bound vs claimed epsilon" (results.json ``dp_audit``)."""
+    claimed = num(audit.get("claimed_epsilon"))
+    verdict = ("; EXCEEDS THE CLAIM" if audit.get("exceeds_claimed")
+               else "" if claimed is not None else "; no epsilon claimed")
+    beta = num(audit.get("beta"))
+    conf = f"{1 - beta:.0%}" if beta is not None else "?"
+    return ("empirical lower bound vs claimed epsilon",
+            f"{fmt_g(audit.get('epsilon_lower_bound'))} vs {fmt_g(claimed)}",
+            f"DP audit ({audit.get('level', '?')} canaries, {audit.get('attack', '?')} "
+            f"score): {audit.get('correct', '?')} of {audit.get('guesses', '?')} guesses "
+            f"correct, confidence {conf}{verdict}")
+
+
 def section_header(run: RunData) -> str:
     """Title, run facts and the key numbers."""
     r = run.results
@@ -51,6 +65,9 @@ def section_header(run: RunData) -> str:
                       f"TPR@1%FPR {fmt(a.get('tpr_at_1pct_fpr'))}"))
     if not r.get("attacks"):
         cards.append(("attacks", "–", "not run in this scenario"))
+    audit = r.get("dp_audit")
+    if isinstance(audit, dict):
+        cards.append(dp_audit_card(audit))
     t = r.get("timing") or {}
     if t:
         parts = [f"{k.replace('_seconds', '')} {num(v):.0f} s" for k, v in t.items()

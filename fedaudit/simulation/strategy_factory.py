@@ -8,6 +8,8 @@ from flwr.app import MetricRecord
 from fedaudit import wire
 from fedaudit.defenses import get_defense
 from fedaudit.scenario import Scenario
+from fedaudit.dp_audit.canaries import client_inclusion
+from strategies.canary_clients import CanaryClientsStrategy, with_canary_slots
 from strategies.defenses import wrap_defense
 
 
@@ -30,6 +32,8 @@ def make_strategy(scenario: Scenario, seed: int | None = None):
     seeded from ``seed``, default the scenario seed) and aggregates with uniform client
     weights (the ``dp-weight`` metric every client then sends as 1): the noise std
     noise_multiplier * clip_norm / m is calibrated to the uniform mean of m clipped updates.
+    With a client-level ``[audit.dp]`` the wrapper is wrapped once more in
+    :class:`strategies.canary_clients.CanaryClientsStrategy` (m counts the canaries).
     """
     fed = scenario.federation
     defense = scenario.defense
@@ -38,8 +42,20 @@ def make_strategy(scenario: Scenario, seed: int | None = None):
     min_train, sampled = fed.sampled_clients()
     weighted = (wire.UNIT_WEIGHT if get_defense(defense.kind).uniform_weights
                 else wire.NUM_EXAMPLES)
+    audit = scenario.audit.dp
+    canaries = audit.canaries and audit.level == "client"
+    included = client_inclusion(audit.canaries, scenario.seed) if canaries else None
+    k = int(included.sum()) if canaries else 0
+    if k:  # the DP wrapper counts the canary clients among the sampled ones
+        cls = with_canary_slots(cls, k)
     base = cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0,
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
                weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
-    return wrap_defense(base, defense, num_clients=n, num_sampled=sampled,
-                        seed=scenario.seed if seed is None else seed)
+    wrapped = wrap_defense(base, defense, num_clients=n + k, num_sampled=sampled + k,
+                           seed=scenario.seed if seed is None else seed)
+    if not canaries:
+        return wrapped
+    # client-level DP audit: the included canary clients join every round's replies
+    return CanaryClientsStrategy(wrapped, included=included,
+                                 clip_norm=float(defense.options["clip_norm"]),
+                                 seed=scenario.seed)

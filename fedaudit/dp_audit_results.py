@@ -1,0 +1,163 @@
+"""The one-run DP audit of a finished run (``[audit.dp]``): score the canaries on the
+released global model, guess, bound epsilon (:mod:`fedaudit.dp_audit`), compare with the
+accountant's epsilon; results.json ``dp_audit``, ``dp_canaries.npz`` and, when the bound
+exceeds the claim, a warning.
+
+Sample level (defense ``none`` / ``dp-sgd``): the canaries are mislabeled holdout samples
+planted by :func:`fedaudit.data.build_federated_data`; the score is the negated loss of the
+canary under its (wrong) label on the final global model -- black-box, the attack every
+release allows -- or, when the run trains reference models (``lira`` / ``rmia`` listed),
+LiRA's offline statistic (:func:`attacks.reference.lira_attack`) of the canary against
+them: the canaries come out of the holdout before the reference pool is split off, so no
+reference ever trained on one and every reference is an OUT model for every canary
+(offline LiRA, also in online mode).  The choice depends on the scenario only, never on the
+scores.
+
+Client level (``dp-client`` / ``dp-server`` / ``clip``): the canary clients are planted
+in the server's strategy stack (:mod:`strategies.canary_clients`); the score of canary j
+is <w_T - w_0, u_j> over the model's floating-point entries (w_0 the initial global
+model, w_T the released one, u_j the canary's direction) -- what anyone holding the
+released models can compute.
+
+The delta of the bound is the defense's ``delta`` (the claimed epsilon's; 1e-5 for a kind
+without one).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks.oracle import Oracle
+from attacks.reference import ReferenceSignals, lira_attack
+from fedaudit.data import FederatedData
+from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
+from fedaudit.dp_audit.summary import audit_summary, warning_message
+from fedaudit.models import model_for
+from fedaudit.rundir import atomic_save_npz
+from fedaudit.scenario import Scenario
+from fedaudit.training import per_sample_losses
+
+log = logging.getLogger("fedaudit")
+
+__all__ = ["add_dp_audit", "canary_scores", "client_audit", "lira_canary_scores",
+           "sample_audit", "DP_CANARIES_NAME"]
+
+DP_CANARIES_NAME = "dp_canaries.npz"
+
+
+def canary_scores(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
+                  device: torch.device) -> np.ndarray:
+    """Membership score of every sample canary: minus its loss (under its canary label) on
+    the model ``state``."""
+    assert data.dp_canaries is not None
+    model = model_for(scenario.model, data, seed=scenario.seed)
+    model.load_state_dict(state)
+    ids = data.dp_canaries.ids
+    losses, _ = per_sample_losses(model, data.x[ids], data.y[ids], device=device)
+    return -np.asarray(losses, dtype=np.float64)
+
+
+def _delta(scenario: Scenario) -> float:
+    d = scenario.defense.options.get("delta")
+    return 1e-5 if d is None else float(d)
+
+
+def _flat_floats(state: dict[str, torch.Tensor]) -> np.ndarray:
+    return np.concatenate([v.detach().cpu().numpy().astype(np.float64).ravel()
+                           for v in state.values() if torch.is_floating_point(v)])
+
+
+def client_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
+                 claimed_epsilon: float | str | None
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the client-level audit:
+    the released model ``state`` against the initial global model."""
+    cfg = scenario.audit.dp
+    initial = model_for(scenario.model, data, seed=scenario.seed).state_dict()
+    change = _flat_floats(state) - _flat_floats(initial)
+    scores = direction_scores(change, scenario.seed, cfg.canaries)
+    included = client_inclusion(cfg.canaries, scenario.seed)
+    k_plus, k_minus = cfg.guess_counts()
+    summary, guess = audit_summary(scores, included, k_plus=k_plus, k_minus=k_minus,
+                                   delta=_delta(scenario), beta=cfg.beta,
+                                   claimed_epsilon=claimed_epsilon, level="client",
+                                   attack="model-change projection")
+    arrays = {"canary": np.arange(cfg.canaries, dtype=np.int64),
+              "included": included.astype(np.int8), "score": scores, "guess": guess}
+    return summary, arrays
+
+
+def lira_canary_scores(scenario: Scenario, data: FederatedData,
+                       state: dict[str, torch.Tensor],
+                       references: list[dict[str, torch.Tensor]],
+                       device: torch.device) -> np.ndarray:
+    """LiRA's offline score of every sample canary (under its canary label) on the model
+    ``state``, the reference models ``references`` all OUT."""
+    assert data.dp_canaries is not None
+    ids = data.dp_canaries.ids
+    model = model_for(scenario.model, data, seed=scenario.seed)
+    bs = scenario.attack.batch_size
+    probs = []
+    for ref in references:
+        model.load_state_dict(ref)
+        probs.append(Oracle(model, batch_size=bs, device=device).predict_proba(data.x[ids]))
+    empty = np.zeros((0, *data.x.shape[1:]), dtype=data.x.dtype)
+    signals = ReferenceSignals(np.stack(probs).astype(np.float64), None, empty,
+                               np.zeros(0, dtype=np.int64),
+                               np.zeros((len(references), 0, data.num_classes)))
+    model.load_state_dict(state)
+    fixed = bool(scenario.attack.options.get("lira", {}).get("fixed_variance", True))
+    return np.asarray(lira_attack(Oracle(model, batch_size=bs, device=device), data.x[ids],
+                                  data.y[ids], references=signals, fixed_variance=fixed),
+                      dtype=np.float64)
+
+
+def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
+                 claimed_epsilon: float | str | None, device: torch.device,
+                 references: list[dict[str, torch.Tensor]] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the sample-level audit;
+    LiRA's statistic with ``references`` (the reference models' states), else the loss."""
+    can = data.dp_canaries
+    assert can is not None
+    if references:
+        scores, attack = lira_canary_scores(scenario, data, state, references, device), "lira"
+    else:
+        scores, attack = canary_scores(scenario, data, state, device), "loss"
+    k_plus, k_minus = scenario.audit.dp.guess_counts()
+    summary, guess = audit_summary(scores, can.included, k_plus=k_plus, k_minus=k_minus,
+                                   delta=_delta(scenario),
+                                   beta=scenario.audit.dp.beta,
+                                   claimed_epsilon=claimed_epsilon, level="sample",
+                                   attack=attack)
+    arrays = {"sample_id": can.ids, "included": can.included.astype(np.int8),
+              "client": can.client, "label": can.label, "score": scores, "guess": guess}
+    return summary, arrays
+
+
+def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
+                 state: dict[str, torch.Tensor], run_dir: Path, device: torch.device,
+                 references: list[dict[str, torch.Tensor]] | None = None) -> None:
+    """results.json ``dp_audit`` (and a warning when the bound exceeds ``defense.epsilon``);
+    writes dp_canaries.npz.  ``references``: the run's reference models (sample level:
+    LiRA's statistic instead of the loss)."""
+    claimed = (results.get("defense") or {}).get("epsilon")
+    if scenario.audit.dp.level == "client":
+        summary, arrays = client_audit(scenario, data, state, claimed)
+    else:
+        summary, arrays = sample_audit(scenario, data, state, claimed, device, references)
+    atomic_save_npz(run_dir / DP_CANARIES_NAME, **arrays)
+    results["dp_audit"] = summary
+    log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f at "
+             "confidence %.0f%% (claimed: %s)", summary["correct"], summary["guesses"],
+             summary["canaries"], summary["epsilon_lower_bound"], 100 * (1 - summary["beta"]),
+             claimed)
+    if summary["exceeds_claimed"]:
+        msg = warning_message(summary)
+        log.warning("%s", msg)
+        results["warnings"].append({"round": None, "message": msg})
