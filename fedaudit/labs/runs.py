@@ -26,7 +26,7 @@ from fedaudit.api import Run, ScenarioLike, load_run, run, validate
 from fedaudit.scenario import Scenario
 from fedaudit.version import __version__
 
-__all__ = ["LAB_DIR_ENV", "TARGET", "Target", "lab_dir", "lab_run", "load_target", "run_scenario"]
+__all__ = ["LAB_DIR_ENV", "TARGET", "Target", "client_oracle", "lab_dir", "lab_run", "load_target", "run_scenario"]
 
 LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
 
@@ -113,3 +113,26 @@ def load_target(r: Run, round_: int | None = None) -> Target:
     owner = data.client_of()[ids]
     return Target(Oracle(model, batch_size=scenario.attack.batch_size), data.x[ids],
                   data.y[ids], ids, member, np.where(member == 1, owner, -1), data, scenario)
+
+
+def client_oracle(r: Run, client: int, round_: int | None = None):
+    """An oracle on the model client ``client`` sent to the server in ``round_`` (default:
+    the last round the run kept; needs ``attack.targets`` with ``clients``)."""
+    from attacks import Oracle
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+    from fedaudit.positions import CLIENT_MODELS, client_model_rounds
+    from fedaudit.rundir import load_checkpoint
+
+    kept = client_model_rounds(r.dir)
+    if not kept:
+        raise ValueError(f"{r.dir} kept no client models (run with attack.targets "
+                         "including 'clients')")
+    round_ = max(kept) if round_ is None else round_
+    if client not in kept.get(round_, []):
+        raise ValueError(f"no model of client {client} kept for round {round_}; kept: {kept}")
+    scenario = run_scenario(r)
+    model = model_for(scenario.model, build_federated_data(scenario), seed=scenario.seed)
+    model.load_state_dict(load_checkpoint(
+        r.dir / CLIENT_MODELS / f"round-{round_:04d}" / f"client-{client:04d}.pt"))
+    return Oracle(model, batch_size=scenario.attack.batch_size)

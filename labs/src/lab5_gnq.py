@@ -112,16 +112,17 @@ check.gnq_vs_attack(rho, gnq, scores)
 #
 # 1. The canaries rank near the top of their client: GNQ finds samples that stand out.
 #    Are they also the samples the LOSS attack flags most easily? Look at their LOSS scores.
-# 2. The correlation in Task 5.3 is negative. Why would a sample with a unique gradient
-#    have a *low* LOSS score (a high loss) at the end of training? (Think of a mislabeled
-#    or atypical sample the model never manages to fit.)
+# 2. Is the correlation in Task 5.3 positive or negative? Why could a sample with a unique
+#    gradient have a *low* LOSS score (a high loss) at the end of training? (Think of a
+#    mislabeled or atypical sample the model never manages to fit.)
 # 3. `run.results["gnq_vs_attack"]` relates GNQ to Res-MIA per client and per sample. What
 #    does it say here, and would you trust it with 8 clients?
 
 # %% [markdown] answer
 # *Possible answers.* (1) Not necessarily: a mislabeled canary is hard to fit, so its loss
 # stays high and the LOSS attack scores it as a non-member even though its gradient was
-# unique (and its influence on the model large). (2) High GNQ marks samples whose gradient
+# unique (and its influence on the model large). (2) Negative here (about -0.45 with
+# the shared federation): high GNQ marks samples whose gradient
 # the others do not explain -- often atypical or mislabeled -- which keep a high loss; the
 # attack scores typical, well-fitted samples as members. GNQ and loss-based attacks measure
 # different things: uniqueness of influence versus fit. (3) The per-client Spearman over 8

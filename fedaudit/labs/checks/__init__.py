@@ -102,5 +102,5 @@ def same_values(task: str, got: np.ndarray, want: np.ndarray, name: str, tol: fl
 
 def orientation_hint(auc: float) -> str:
     """The feedback on an AUC below one half."""
-    return (f"your AUC is {auc:.3f}, below 0.5: is your score oriented so that higher "
-            "means member? (negate it)")
+    return (f"your AUC is {auc:.2f}: is your score oriented so that higher means member? "
+            "(an AUC below 0.5 is a reversed score: negate it)")
