@@ -361,3 +361,12 @@ def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, tmp_
     assert index == first_check, (lab, nb.cells[index].source if index is not None else None)
     assert out["ename"] == "LabCheckError"
     assert "is not done yet: the cell above still has a TODO" in out["evalue"], out["evalue"]
+
+
+def test_todo_is_found_inside_containers():
+    from fedaudit.labs import is_todo, require
+
+    assert is_todo({"a": (1.0, todo("gap"))})
+    assert not is_todo({"a": (1.0, 2.0)})
+    with pytest.raises(LabCheckError, match=r"Task 3\.3 is not done yet.*\(gap\)"):
+        require({"a": (1.0, todo("gap"))}, "3.3")

@@ -33,28 +33,25 @@ def todo(hint: str = "") -> Todo:
     return Todo(hint)
 
 
+def _todos(value: Any, depth: int = 3):
+    """The TODOs in ``value``: itself, or inside tuples, lists and dict values (nested up
+    to ``depth`` levels, enough for a dict of pairs)."""
+    if isinstance(value, Todo):
+        yield value
+    elif depth and isinstance(value, (tuple, list, dict)):
+        for v in value.values() if isinstance(value, dict) else value:
+            yield from _todos(v, depth - 1)
+
+
 def is_todo(value: Any) -> bool:
-    """True for a :class:`Todo`, or a tuple / list / dict that holds one at the top level."""
-    if isinstance(value, Todo):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(isinstance(v, Todo) for v in value)
-    if isinstance(value, dict):
-        return any(isinstance(v, Todo) for v in value.values())
-    return False
-
-
-def _first_todo(value: Any) -> Todo:
-    if isinstance(value, Todo):
-        return value
-    items = value.values() if isinstance(value, dict) else value
-    return next(v for v in items if isinstance(v, Todo))
+    """True for a :class:`Todo`, or a tuple / list / dict that holds one."""
+    return next(_todos(value), None) is not None
 
 
 def require(value: Any, task: str) -> Any:
     """``value`` unchanged, or :class:`LabCheckError` when it is (or holds) a TODO."""
     if is_todo(value):
-        hint = _first_todo(value).hint
+        hint = next(_todos(value)).hint
         raise LabCheckError(f"Task {task} is not done yet: the cell above still has a TODO"
                             + (f" ({hint})" if hint else ""))
     return value

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from fedaudit.labs.checks import as_array, fail, ok
+from fedaudit.labs.todo import require
 
 
 def null_auc_sd(n_members: int, n_nonmembers: int) -> float:
@@ -26,8 +27,6 @@ def beats_chance(grade, z_min: float = 3.0) -> None:
     """Task 8.2: the graded AUC is above chance by ``z_min`` null standard deviations (a
     one-sided test at about 0.1% for z = 3, normal approximation of Mann-Whitney)."""
     task = "8.2"
-    from fedaudit.labs.todo import require
-
     require(grade, task)
     sd = null_auc_sd(grade.n_members, grade.n_nonmembers)
     z = (grade.auc - 0.5) / sd

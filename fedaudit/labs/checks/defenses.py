@@ -9,6 +9,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from fedaudit.labs.checks import AUC_TOL, as_number, call, close, fail, ok
+from fedaudit.labs.todo import require
 
 _KEYS = ("epsilon", "accuracy", "auc", "tpr_at_1pct_fpr")
 
@@ -22,6 +23,7 @@ def summary_rows(rows: dict, runs: dict) -> None:
     """Task 6.1: ``rows[name]`` = dict with epsilon (``inf`` when the run has no finite
     epsilon), test accuracy, and the LOSS attack's AUC and TPR at 1% FPR."""
     task = "6.1"
+    require(rows, task)
     if not isinstance(rows, dict) or set(rows) != set(runs):
         fail(task, f"make a dict with one entry per run: {sorted(runs)}")
     for name, r in runs.items():
@@ -83,7 +85,7 @@ def quantization_table(table, results: dict) -> None:
     """Task 6.3: ``table`` = list of (quantizer, r_Qn, LOSS AUC) and the Spearman
     correlation between r_Qn and AUC (results.json ``rqn_vs_attack``)."""
     task = "6.3"
-    rows, rho = table
+    rows, rho = require(table, task)
     entries = results["quantization"]
     if not isinstance(rows, list) or len(rows) != len(entries):
         fail(task, f"one row per quantizer ({len(entries)})")

@@ -6,6 +6,7 @@ import numpy as np
 from scipy.stats import percentileofscore, spearmanr
 
 from fedaudit.labs.checks import as_array, as_number, call, close, fail, ok, same_values
+from fedaudit.labs.todo import require
 
 
 def _means(sample_id: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,6 +39,7 @@ def canary_percentiles(values, results: dict) -> None:
     """Task 5.1 (second part): each canary's percentile rank within its client equals
     results.json ``canaries.samples[].percentile``."""
     task = "5.1"
+    require(values, task)
     want = {s["sample_id"]: s["percentile"] for s in results["canaries"]["samples"]}
     if not isinstance(values, dict) or set(map(int, values)) != set(want):
         fail(task, f"make a dict {{canary sample id: percentile}} for the canaries {sorted(want)}")
