@@ -62,7 +62,7 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, progress: bool = 
     Refuses a folder that already exists (a key must never be silently replaced)."""
     from fedaudit.api import run, validate
     from fedaudit.labs.runs import load_target
-    from fedaudit.rundir import checkpoint_path
+    from fedaudit.rundir import atomic_write_json, checkpoint_path
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
@@ -94,9 +94,12 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, progress: bool = 
             for i, k in enumerate(order):
                 w.writerow([i, int(target.member[k]), int(target.sample_id[k]),
                             int(target.client[k])])
+        # results.json names the folder the run was trained in: point it at its final place
+        results = dict(r.results, run_dir=str(root / RUN_DIR))
+        atomic_write_json(r.dir / "results.json", results)
         r.dir.rename(tmp / RUN_DIR)
         (tmp / "runs").rmdir()
-        tmp.rename(root)
+        tmp.rename(root)  # the challenge appears complete, or not at all
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root

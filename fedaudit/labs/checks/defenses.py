@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy.stats import spearmanr
 
-from fedaudit.labs.checks import AUC_TOL, as_number, call, close, fail, ok
+from fedaudit.labs.checks import AUC_TOL, EXACT_REL, as_number, call, close, fail, ok
 from fedaudit.labs.todo import require
 
 _KEYS = ("epsilon", "accuracy", "auc", "tpr_at_1pct_fpr")
@@ -50,7 +50,7 @@ def summary_rows(rows: dict, runs: dict) -> None:
                                f"give {value}")
                 continue
             # copied from results.json: float64 exactly
-            if not close(value, want[key], 1e-9 * max(1.0, abs(want[key]))):
+            if not close(value, want[key], EXACT_REL * max(1.0, abs(want[key]))):
                 fail(task, f"{name}: {key} is {value!r}, results.json gives {want[key]!r}")
     ok(task, f"{len(rows)} runs summarised")
 
@@ -94,7 +94,7 @@ def quantization_table(table, results: dict) -> None:
             fail(task, f"rows are (quantizer, rqn, auc) in results order; expected "
                        f"{e['quantizer']!r} first in this row, got {row!r}")
         rqn = math.inf if e["rqn"] == "inf" else e["rqn"]
-        if not (row[1] == rqn or close(float(row[1]), rqn, 1e-9 * max(1, abs(rqn)))):
+        if not (row[1] == rqn or close(float(row[1]), rqn, EXACT_REL * max(1, abs(rqn)))):
             fail(task, f"{e['quantizer']}: r_Qn {row[1]!r}, results.json {e['rqn']!r} "
                        "(use math.inf for 'inf')")
         if not close(float(row[2]), e["attacks"]["loss"]["auc"], AUC_TOL):
