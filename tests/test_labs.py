@@ -256,7 +256,7 @@ def test_cli_challenge_rejects_a_negative_seed(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-# ---- the notebooks and the challenge, executed (marker: labs) --------------------------------
+# ---- the notebooks and the challenge, executed (markers: labs, e2e) -------------------------
 
 CHALLENGE_SEED = 0  # the seed lab 8 uses: the notebook reuses the challenge made here
 
@@ -284,6 +284,7 @@ def challenge(lab_dir):
 
 
 @pytest.mark.labs
+@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
 def test_cli_challenge_round_trip(challenge, tmp_path):
     student = challenge / "student"
     assert sorted(p.name for p in student.iterdir()) == ["candidates.npz", "model.json",
@@ -338,6 +339,7 @@ LAB_SOURCES = sorted(p.stem for p in (LABS / "src").glob("lab*.py"))
 
 
 @pytest.mark.labs
+@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
 @pytest.mark.parametrize("lab", LAB_SOURCES)
 def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, tmp_path):
     nb, error = _execute(LABS / "solutions" / f"{lab}.ipynb", tmp_path)
@@ -351,6 +353,7 @@ def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, tmp_path):
 
 
 @pytest.mark.labs
+@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
 @pytest.mark.parametrize("lab", LAB_SOURCES)
 def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, tmp_path):
     nb, error = _execute(LABS / f"{lab}.ipynb", tmp_path)
