@@ -11,7 +11,8 @@ __all__ = ["add_lab_parser", "cmd_lab"]
 def add_lab_parser(sub, parser_class) -> None:
     """The ``lab`` command and its sub-commands on the CLI's subparsers."""
     lab = sub.add_parser("lab", help="classroom labs: the capstone challenge and its grading")
-    cmds = lab.add_subparsers(dest="lab_command", required=True, parser_class=parser_class)
+    cmds = lab.add_subparsers(dest="lab_command", metavar="{challenge,grade}", required=True,
+                              parser_class=parser_class)
     ch = cmds.add_parser("challenge", help="train a target federation whose membership the "
                          "students must infer; writes OUT/challenge-SEED/{student/,key.csv}")
     ch.add_argument("--seed", type=int, required=True,
