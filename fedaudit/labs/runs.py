@@ -1,0 +1,138 @@
+"""Runs for the classroom labs: cached by scenario, and opened as an attacker sees them.
+
+:func:`lab_run` is :func:`fedaudit.run` with a cache: the same resolved scenario (same
+seed, same overrides) is trained once and re-opened afterwards, so re-executing a notebook,
+or several labs that share a federation, cost one training (runs are deterministic, so the
+cached run holds exactly the numbers a fresh one would).  Runs go under ``lab_dir``:
+``$FEDAUDIT_LAB_DIR``, else ``./lab-runs``.
+
+:func:`load_target` opens a finished run the way fedaudit's own attacks saw it: an
+:class:`~attacks.Oracle` on the final global model and the pooled audit set (every client's
+members and their class-matched holdout non-members, each distinct sample once), so a
+student's attack can be compared number for number with ``results.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedaudit.api import Run, ScenarioLike, load_run, run, validate
+from fedaudit.scenario import Scenario
+from fedaudit.version import __version__
+
+__all__ = ["LAB_DIR_ENV", "TARGET", "Target", "client_oracle", "lab_dir", "lab_run", "load_target", "run_scenario"]
+
+LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
+
+#: the federation labs 1-5 and 7 share, as ``lab_run(*TARGET)``: membership-signal
+#: (overfit) over 4 rounds with 8 Dirichlet clients of different sizes, five mislabeled
+#: canaries planted in client 0, client-side GNQ, LOSS, Res-MIA and FedMIA against the
+#: global model and the models the server received (trained once, shared by the cache)
+TARGET: tuple[str, tuple[str, ...]] = (
+    "membership-signal",
+    ("federation.rounds=4", "federation.num_clients=8", "data.partitioner=dirichlet",
+     "data.alpha=1.0", "canaries.count=5", "canaries.clients=[0]", "audit.gnq.client=true",
+     "attack.methods=['loss','resmia','fedmia']", "attack.targets=['global','clients']"),
+)
+
+
+def lab_dir() -> Path:
+    """Where lab runs go: ``$FEDAUDIT_LAB_DIR``, else ``./lab-runs``."""
+    return Path(os.environ.get(LAB_DIR_ENV) or "lab-runs").resolve()
+
+
+def _key(scenario: Scenario) -> str:
+    text = json.dumps(scenario.sections(), sort_keys=True, default=str) + __version__
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def lab_run(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = (), *,
+            progress: bool = False) -> Run:
+    """:func:`fedaudit.run` once per resolved scenario: a finished run of the same scenario
+    under :func:`lab_dir` is re-opened instead of trained again."""
+    resolved = validate(scenario, list(overrides))
+    folder = lab_dir() / f"{resolved.name}-{_key(resolved)}"
+    finished = sorted(p.parent for p in folder.glob("*/results.json"))
+    if finished:
+        return load_run(finished[-1])
+    return run(resolved, out=folder, progress=progress)
+
+
+def run_scenario(r: Run) -> Scenario:
+    """The resolved scenario a run directory holds (its scenario.toml)."""
+    from fedaudit.config import load_scenario
+
+    return load_scenario(str(r.dir / "scenario.toml"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A trained global model behind an oracle, and the samples fedaudit attacked.
+
+    ``x, y, sample_id, member, client`` are parallel arrays over the pooled audit set
+    (``member`` 1 for a training sample, ``client`` its owner, -1 for a non-member);
+    ``data`` is the whole federated dataset (``data.clients[c]``: client c's sample ids,
+    ``data.test``: the test ids)."""
+
+    oracle: object
+    x: np.ndarray
+    y: np.ndarray
+    sample_id: np.ndarray
+    member: np.ndarray
+    client: np.ndarray
+    data: object
+    scenario: Scenario
+
+
+def load_target(r: Run, round_: int | None = None) -> Target:
+    """The attacker's view of a finished run: an oracle on the global model after
+    ``round_`` (default the last round) and the pooled audit set of the run's attacks."""
+    from attacks import Oracle
+    from fedaudit.attack_sets import attack_sets, pooled_audit_set
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+    from fedaudit.references import attack_split
+    from fedaudit.rundir import checkpoint_path, load_checkpoint
+
+    scenario = run_scenario(r)
+    data = build_federated_data(scenario)
+    rounds = len(r.results["rounds"])
+    round_ = rounds if round_ is None else round_
+    if not 1 <= round_ <= rounds:
+        raise ValueError(f"round_ must be between 1 and {rounds}, got {round_}")
+    model = model_for(scenario.model, data, seed=scenario.seed)
+    model.load_state_dict(load_checkpoint(checkpoint_path(r.dir, round_)))
+    sets = attack_sets(scenario, data, attack_split(scenario, data).nonmember_pool)
+    ids, member = pooled_audit_set(sets)
+    owner = data.client_of()[ids]
+    return Target(Oracle(model, batch_size=scenario.attack.batch_size), data.x[ids],
+                  data.y[ids], ids, member, np.where(member == 1, owner, -1), data, scenario)
+
+
+def client_oracle(r: Run, client: int, round_: int | None = None):
+    """An oracle on the model client ``client`` sent to the server in ``round_`` (default:
+    the last round the run kept; needs ``attack.targets`` with ``clients``)."""
+    from attacks import Oracle
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+    from fedaudit.positions import CLIENT_MODELS, client_model_rounds
+    from fedaudit.rundir import load_checkpoint
+
+    kept = client_model_rounds(r.dir)
+    if not kept:
+        raise ValueError(f"{r.dir} kept no client models (run with attack.targets "
+                         "including 'clients')")
+    round_ = max(kept) if round_ is None else round_
+    if client not in kept.get(round_, []):
+        raise ValueError(f"no model of client {client} kept for round {round_}; kept: {kept}")
+    scenario = run_scenario(r)
+    model = model_for(scenario.model, build_federated_data(scenario), seed=scenario.seed)
+    model.load_state_dict(load_checkpoint(
+        r.dir / CLIENT_MODELS / f"round-{round_:04d}" / f"client-{client:04d}.pt"))
+    return Oracle(model, batch_size=scenario.attack.batch_size)

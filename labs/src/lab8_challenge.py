@@ -1,0 +1,83 @@
+# %% [markdown]
+# # Lab 8 -- Capstone: the membership-inference challenge
+#
+# **Goal.** Everything so far had the answers at hand. Here you get what a real attacker
+# gets: a trained model behind an oracle and a list of candidate samples, half of them
+# training members. Nobody tells you which. Score every candidate (higher = more likely a
+# member), submit, and be graded like a leaderboard: by **TPR at 1% FPR** first, AUC second.
+#
+# The instructor creates a challenge with `fedaudit lab challenge --seed S` (the students
+# get the `student/` folder) and grades submissions with `fedaudit lab grade
+# SUBMISSION.csv --key key.csv`. In this notebook you create one yourself with the Python
+# API, and grade yourself with the key -- no peeking at it before!
+
+# %%
+import numpy as np
+
+from fedaudit.labs import lab_dir, load_challenge, make_challenge, todo, write_submission
+from fedaudit.labs import grade as grade_submission
+from fedaudit.labs.checks import challenge as check
+
+seed = 0
+root = lab_dir() / f"challenge-{seed}"
+if not root.exists():  # trains the target federation once (about half a minute)
+    make_challenge(seed, lab_dir())
+challenge = load_challenge(root / "student")
+print(challenge.oracle, "candidates:", challenge.x.shape, "labels known:", challenge.y[:10])
+
+# %% [markdown]
+# ## Task 8.1 -- your attack
+#
+# You have `challenge.oracle.predict_proba`, `challenge.x` and the true labels
+# `challenge.y`. Any score built from them is allowed: LOSS, confidence, modified entropy
+# (Song & Mittal 2021), Res-MIA, a combination, a calibration per class...
+
+# %%
+### BEGIN SOLUTION
+proba = challenge.oracle.predict_proba(challenge.x)
+n = len(challenge.y)
+p = np.clip(proba, 1e-30, 1.0)
+q = np.clip(1.0 - proba, 1e-30, 1.0)
+p_y = p[np.arange(n), challenge.y]
+# modified entropy (Song & Mittal 2021), negated so that higher = member
+others = proba * np.log(q)
+others[np.arange(n), challenge.y] = 0.0
+scores = (1 - p_y) * np.log(p_y) + others.sum(axis=1)
+### STUB
+scores = todo("one score per candidate, higher = more likely a member")
+### END SOLUTION
+
+# %% check
+check.scores_shape(scores, challenge)
+
+# %% [markdown]
+# ## Task 8.2 -- submit and grade
+#
+# `write_submission(path, challenge.id, scores)` writes the CSV (`id,score`) the grader
+# reads. The grade's `csv_line()` is one leaderboard row. The check asks for an AUC at
+# least 3 standard deviations above chance (about 0.5 + 3 x 0.026 here).
+
+# %%
+path = write_submission(root / "my-submission.csv", challenge.id, scores)
+grade = grade_submission(path, root / "key.csv")
+print(grade.CSV_HEADER)
+print(grade.csv_line())
+
+# %% check
+check.beats_chance(grade)
+
+# %% [markdown]
+# ## Reflection
+#
+# 1. Your TPR at 1% FPR: how many of the members does that correspond to, and how many
+#    non-members would you wrongly accuse at that threshold?
+# 2. Which single score did best? Did combining scores help at low FPR, or only in AUC?
+# 3. For an exam variant, what must the instructor keep secret (think of the seed and the
+#    sample ids), and why does the challenge give anonymous, shuffled ids?
+
+# %% [markdown] answer
+# *Possible answers.* (1) TPR x n_members members found, at most 1% of the non-members
+# flagged. (2) On this overfit model the loss-type scores (LOSS, confidence, modified
+# entropy) are close in AUC; low-FPR differences are noisy with a few hundred candidates.
+# (3) The seed: with it anyone can rebuild the data split and read membership off it. Ids
+# and order are shuffled so that neither betrays which split a candidate came from.
