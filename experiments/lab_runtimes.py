@@ -1,6 +1,6 @@
 """Run time of every lab's solution notebook, executed in order with one shared (initially
 empty) folder of lab runs, as the test suite does; the table of docs/validation.md
-section 3.
+section 6.
 
     python experiments/lab_runtimes.py [--lab-dir DIR]
 
