@@ -73,16 +73,21 @@ def _interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int,
 
 
 def _cnn_setup(seed: int, model_name: str = "cnn", in_channels: int = 1,
-               image_size: int = 8, batch: int = BATCH):
+               image_size: int = 8, batch: int = BATCH, device: str = "cpu"):
     from fedaudit.models import build_model
 
     torch.manual_seed(seed)
     model = build_model(model_name, in_channels=in_channels, image_size=image_size,
-                        num_classes=10)
+                        num_classes=10).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = torch.randn(batch, in_channels, image_size, image_size)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, in_channels, image_size, image_size).to(device)
+    y = torch.randint(0, 10, (batch,)).to(device)
     return model, opt, x, y
+
+
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def _flops(fn: Callable[[], object]) -> int:
@@ -143,7 +148,8 @@ def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
 
 
 def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_name: str = "cnn",
-                   in_channels: int = 1, image_size: int = 8, batch: int = BATCH) -> dict:
+                   in_channels: int = 1, image_size: int = 8, batch: int = BATCH,
+                   device: str = "cpu") -> dict:
     """Audited / plain median step time (zero_grad, forward, CE, backward, SGD step).
 
     The audited step is the one ``train_local`` runs: ``GhostAuditor(fuse_grad=True)``
@@ -155,20 +161,23 @@ def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_na
     float32's on CPU: ``floor_float64`` = 1 + 2 x Gram / step. ``flop_ratio``: the
     counted FLOPs of the audited step / the plain step's (what this implementation does).
     """
-    model, opt, x, y = _cnn_setup(seed, model_name, in_channels, image_size, batch)
+    model, opt, x, y = _cnn_setup(seed, model_name, in_channels, image_size, batch, device)
     auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean", fuse_grad=True)
 
     def plain() -> None:
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         opt.step()
+        _sync(device)
 
     def audited() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
         with auditor.capture():
             F.cross_entropy(model(x), y).backward()
         opt.step()
-        return auditor.scores()
+        scores = auditor.scores().cpu()  # the client ships them to the server
+        _sync(device)
+        return scores
 
     step_flops = _flops(plain)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -177,6 +186,7 @@ def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_na
     t = _interleaved_medians({"plain": plain, "audited": audited}, repeats, warmup)
     return {
         "model": f"{model_name} {in_channels}x{image_size}x{image_size}",
+        "device": str(device),
         "batch": batch,
         "params": n_params,
         "plain_step_ms": 1e3 * t["plain"],
