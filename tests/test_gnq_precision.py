@@ -213,3 +213,23 @@ def test_fused_backward_outside_capture_is_an_error():
         pass
     with pytest.raises(RuntimeError, match="fuse_grad"):
         loss.backward()
+
+
+def test_train_local_fuse_grad_matches_default_up_to_rounding():
+    """train_local(fuse_grad=True) trains the same model as the default up to float32
+    rounding of the convolutions' weight gradients (one epoch of 4 steps here; over many
+    rounds SGD amplifies such differences, which is why it is off by default)."""
+    x, y = near_duplicate_batch(1e-1, seed=5)
+    cfg = TrainConfig(local_epochs=1, batch_size=8, optimizer="sgd", lr=0.05, momentum=0.9,
+                      weight_decay=0.0, device="cpu")
+    models, results = [], []
+    for fuse in (False, True):
+        model = quickstart_cnn(seed=1)
+        results.append(train_local(model, x, y, np.arange(32), cfg, seed=3,
+                                   device=torch.device("cpu"), gnq=GNQ, fuse_grad=fuse))
+        models.append(model)
+    for (n, p), q in zip(models[0].named_parameters(), models[1].parameters()):
+        # 4 SGD steps of float32 gradients that differ by summation order: ~1e-7 relative
+        assert (p - q).abs().max().item() <= 1e-5 * p.abs().max().item(), n
+    np.testing.assert_array_equal(results[0].gnq_ids, results[1].gnq_ids)
+    np.testing.assert_allclose(results[1].gnq_scores, results[0].gnq_scores, rtol=1e-4)
