@@ -125,10 +125,9 @@ def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
         params = [p for p in module.parameters(recurse=False) if p.requires_grad]
         if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             w = module.weight
-            p_, d = w.shape[0] // getattr(module, "groups", 1), w[0].numel()
-            T = output[0].numel() // w.shape[0] if not isinstance(module, nn.Linear) \
-                else output[0].numel() // w.shape[0]
             g = getattr(module, "groups", 1)
+            p_, d = w.shape[0] // g, w[0].numel()  # per group: p x d
+            T = output[0].numel() // w.shape[0]  # positions per sample
             total += 2 * B * B * g * min(T * T * (p_ + d), p_ * d)
             if module.bias is not None:
                 total += 2 * B * B * module.bias.numel()
