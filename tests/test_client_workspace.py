@@ -15,11 +15,14 @@ from fedaudit.models import model_for
 from fedaudit.simulation import client
 
 
-@pytest.fixture()
-def scenario_text():
+BASE = ["federation.num_clients=4", "train.local_epochs=1", "audit.gnq.server=false"]
+DPSGD = ["defense.kind='dp-sgd'", "defense.noise_multiplier=1.0", "defense.clip_norm=1.0"]
+
+
+@pytest.fixture(params=["plain", "dp-sgd"])
+def scenario_text(request):
     client._WORKSPACES.clear()
-    sc = load_scenario("quickstart", ["federation.num_clients=4", "train.local_epochs=1",
-                                      "audit.gnq.server=false"])
+    sc = load_scenario("quickstart", BASE + (DPSGD if request.param == "dp-sgd" else []))
     yield to_toml(sc)
     client._WORKSPACES.clear()
 
@@ -57,9 +60,11 @@ def test_workspace_is_built_once_per_scenario_and_seed(scenario_text):
 
 def test_kept_model_gives_the_same_round_as_a_fresh_one(scenario_text, identity):
     """Round 2 through the kept workspace (model already trained in round 1) equals
-    round 2 with the cache emptied (everything rebuilt), bit for bit, GNQ included."""
-    sc = load_scenario("quickstart", ["federation.num_clients=4", "train.local_epochs=1",
-                                      "audit.gnq.server=false"])
+    round 2 with the cache emptied (everything rebuilt), bit for bit, GNQ included; also
+    under DP-SGD, where Opacus wraps the kept model for the round and unwraps it after."""
+    from fedaudit.config import from_toml
+
+    sc = from_toml(scenario_text)
     data = build_federated_data(sc)
     init = {k: v.clone() for k, v in model_for(sc.model, data, seed=sc.seed).state_dict().items()}
     threads = torch.get_num_threads()
@@ -78,6 +83,8 @@ def test_kept_model_gives_the_same_round_as_a_fresh_one(scenario_text, identity)
     for key in (wire.GNQ_IDS, wire.GNQ_SCORES):
         assert list(kept.content[wire.AUDIT][key]) == list(fresh.content[wire.AUDIT][key])
     assert kept.content[wire.METRICS][wire.TRAIN_LOSS] == fresh.content[wire.METRICS][wire.TRAIN_LOSS]
+    if sc.defense.kind == "dp-sgd":
+        assert kept.content[wire.METRICS][wire.DP_STEPS] > 0
     # the reply does not alias the kept model: training again leaves it unchanged
     client.train(_message(scenario_text, global2, 3), _context(2))
     for k, v in _reply_state(fresh).items():
