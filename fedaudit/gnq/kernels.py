@@ -287,7 +287,7 @@ def _conv_padding(module: nn.Module, a: torch.Tensor) -> tuple[torch.Tensor, tup
     return a, (0,) * nd
 
 
-def _conv_dims(module: nn.Module, T: int) -> tuple[int, int, int]:
+def _conv_dims(module: nn.Module) -> tuple[int, int, int]:
     """(g, p, d) of a convolution: groups, C_out/groups, C_in/groups * prod(kernel)."""
     g = module.groups
     d = module.weight.shape[1]
@@ -314,7 +314,7 @@ def conv_output_positions(module: nn.Module, input_shape: tuple[int, ...]) -> in
 
 def conv_materializes(module: nn.Module, input_shape: tuple[int, ...], strategy: str) -> bool:
     """True when :func:`conv_kernel` materialises the per-sample weight gradients."""
-    g, p, d = _conv_dims(module, 1)
+    g, p, d = _conv_dims(module)
     T = conv_output_positions(module, input_shape)
     return not _use_ghost(T, p, d, strategy, input_shape[0], g)
 
@@ -358,7 +358,7 @@ def conv_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy: s
     B = a.shape[0]
     bt = b.reshape(B, module.out_channels, -1)
     T = bt.shape[-1]
-    g, p, d = _conv_dims(module, T)
+    g, p, d = _conv_dims(module)
     K = None
     if _trainable(module.weight):
         if _use_ghost(T, p, d, strategy, B, g):
