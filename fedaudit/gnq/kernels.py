@@ -178,12 +178,13 @@ def gram(X: torch.Tensor) -> torch.Tensor:
     A float32 X X^T errs by about eps32 * sqrt(n) * ||x_i|| ||x_j||.  GNQ lives in the
     small eigen-directions of K + lam I: on a batch of near-duplicates (clusters of rows
     x_i = c + d_i, ||d_i|| << ||c||) they are of size ||d||^2, so that error is amplified
-    by ||c||^2 / ||d||^2 (1.6% GNQ error at ||d|| ~ 1e-3 ||c|| on the quickstart CNN,
-    tests/test_gnq_precision.py).  Centring X on its mean does not help when the batch
-    holds several clusters; float64 accumulation does.  Only this B^2 n product is
-    float64: the rows themselves (activations, output gradients, per-sample gradients,
-    whose computation is the B n T part of the cost) stay in X's dtype, which the same
-    test shows to be accurate enough.
+    by ||c||^2 / ||d||^2 (3.5% GNQ error with near-duplicate inputs, noise 1e-3, on the
+    quickstart CNN: experiments/gnq_precision.py).  Centring X on its mean before a
+    float32 product does not help when the batch holds several clusters (still 1.6%);
+    float64 accumulation does (3e-6).  Only this B^2 n product is float64: the rows
+    themselves (activations, output gradients, per-sample gradients, whose computation is
+    the B n T part of the cost) stay in X's dtype, accurate enough as
+    tests/test_gnq_precision.py checks against the float64 reference.
     """
     if X.dtype != torch.float64:
         X = X.to(torch.float64)
