@@ -72,37 +72,130 @@ def _interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int,
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def _cnn_setup(seed: int):
+def _cnn_setup(seed: int, model_name: str = "cnn", in_channels: int = 1,
+               image_size: int = 8, batch: int = BATCH, device: str = "cpu"):
+    from fedaudit.models import build_model
+
     torch.manual_seed(seed)
-    model = small_cnn()
+    model = build_model(model_name, in_channels=in_channels, image_size=image_size,
+                        num_classes=10).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = torch.randn(BATCH, 1, 8, 8)
-    y = torch.randint(0, 10, (BATCH,))
+    x = torch.randn(batch, in_channels, image_size, image_size).to(device)
+    y = torch.randint(0, 10, (batch,)).to(device)
     return model, opt, x, y
 
 
-def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0) -> dict:
-    """Audited / plain median step time (zero_grad, forward, CE, backward, SGD step)."""
-    model, opt, x, y = _cnn_setup(seed)
-    auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean")
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _flops(fn: Callable[[], object]) -> int:
+    """Matmul and convolution FLOPs ``fn`` runs (``torch.utils.flop_counter``)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+#: the models the overhead is measured on: key suffix -> (model, channels, size, batch)
+OVERHEAD_MODELS: dict[str, tuple[str, int, int, int]] = {
+    "": ("cnn", 1, 8, BATCH),              # quickstart CNN on digits (8x8)
+    "_cnn32": ("cnn", 3, 32, BATCH),       # the same CNN on CIFAR-sized inputs
+    "_resnet18": ("resnet18", 3, 32, 32),  # ResNet-18 with GroupNorm, 32x32, batch 32
+}
+
+
+def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
+    """FLOPs of the cheapest exact Gram matrix K = G G^T for one batch, layer by layer.
+
+    For a weight p x d applied at T positions (Linear: T = 1 on vectors; Conv: output
+    positions) the cheaper of the ghost form, 2 B^2 T^2 (p + d), and the Gram of the
+    materialised per-sample gradients, 2 B^2 p d (their materialisation, B T p d, replaces
+    the weight-gradient pass with ``fuse_grad``); a bias or a norm layer's affine
+    parameters: 2 B^2 x (their count). This is the floor's numerator.
+    """
+    B = x.shape[0]
+    total = 0
+    handles = []
+
+    def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        nonlocal total
+        params = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            w = module.weight
+            g = getattr(module, "groups", 1)
+            p_, d = w.shape[0] // g, w[0].numel()  # per group: p x d
+            T = output[0].numel() // w.shape[0]  # positions per sample
+            total += 2 * B * B * g * min(T * T * (p_ + d), p_ * d)
+            if module.bias is not None:
+                total += 2 * B * B * module.bias.numel()
+        else:
+            total += 2 * B * B * sum(p.numel() for p in params)
+
+    for m in model.modules():
+        if any(True for _ in m.parameters(recurse=False)):
+            handles.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return total
+
+
+def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_name: str = "cnn",
+                   in_channels: int = 1, image_size: int = 8, batch: int = BATCH,
+                   device: str = "cpu", fuse_grad: bool = False) -> dict:
+    """Audited / plain median step time (zero_grad, forward, CE, backward, SGD step).
+
+    The audited step is the one ``train_local`` runs (``fuse_grad`` as there: off by
+    default) and the float64 solve. ``floor``: the analytic lower bound on the ratio for exact GNQ,
+    1 + Gram FLOPs / step FLOPs, Gram FLOPs from :func:`gram_flops` (cheapest exact form
+    per layer) and the plain step's matmul and convolution FLOPs counted by
+    ``torch.utils.flop_counter``. The Gram products are float64 (precision on
+    near-duplicates, :func:`fedaudit.gnq.kernels.gram`), whose FLOPs cost about twice
+    float32's on CPU: ``floor_float64`` = 1 + 2 x Gram / step. (No counted FLOPs of the
+    audited step: ``torch.utils.flop_counter`` counts a grouped ``convolution_backward``
+    as if it were dense, B times too many for the batch-folded per-sample gradients.)
+    """
+    model, opt, x, y = _cnn_setup(seed, model_name, in_channels, image_size, batch, device)
+    auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean", fuse_grad=fuse_grad)
 
     def plain() -> None:
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         opt.step()
+        _sync(device)
 
     def audited() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
         with auditor.capture():
             F.cross_entropy(model(x), y).backward()
         opt.step()
-        return auditor.scores()
+        scores = auditor.scores().cpu()  # the client ships them to the server
+        _sync(device)
+        return scores
 
+    step_flops = _flops(plain)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    g_flops = gram_flops(model, x)
     t = _interleaved_medians({"plain": plain, "audited": audited}, repeats, warmup)
     return {
+        "model": f"{model_name} {in_channels}x{image_size}x{image_size}",
+        "device": str(device),
+        "fuse_grad": fuse_grad,
+        "batch": batch,
+        "params": n_params,
         "plain_step_ms": 1e3 * t["plain"],
         "audited_step_ms": 1e3 * t["audited"],
         "overhead_ratio": t["audited"] / t["plain"],
+        "step_gflop": step_flops / 1e9,
+        "gram_gflop": g_flops / 1e9,
+        "floor": 1 + g_flops / step_flops,
+        "floor_float64": 1 + 2 * g_flops / step_flops,
         "repeats": repeats,
     }
 

@@ -28,7 +28,7 @@ from fedaudit.models import build_model  # noqa: E402
 
 def resmia_cost(model_name: str = "cnn", in_channels: int = 1, image_size: int = 8,
                 n: int = 1024, batch_size: int = 512, repeats: int = 7, warmup: int = 1,
-                seed: int = 0) -> dict:
+                seed: int = 0, device: str = "cpu") -> dict:
     """Res-MIA seconds per sample / forward seconds per sample, same oracle.
 
     ``batch_size`` is the oracle's batch (512 = the ``[attack] batch_size`` default);
@@ -38,7 +38,7 @@ def resmia_cost(model_name: str = "cnn", in_channels: int = 1, image_size: int =
     torch.manual_seed(seed)
     model = build_model(model_name, in_channels=in_channels, image_size=image_size,
                         num_classes=10, seed=seed)
-    oracle = Oracle(model, batch_size=batch_size)
+    oracle = Oracle(model, batch_size=batch_size, device=device)
     x = torch.rand(n, in_channels, image_size, image_size)
     k = len(default_sizes(image_size, image_size))
     oracle.reset_queries()
@@ -48,7 +48,7 @@ def resmia_cost(model_name: str = "cnn", in_channels: int = 1, image_size: int =
                               "resmia": lambda: resmia_scores(oracle, x)}, repeats, warmup)
     return {
         "model": f"{model_name} {in_channels}x{image_size}x{image_size}",
-        "n": n, "batch_size": batch_size, "repeats": repeats,
+        "device": str(device), "n": n, "batch_size": batch_size, "repeats": repeats,
         "resmia_steps": k, "queries_per_sample": queries,
         "forward_ms_per_sample": 1e3 * t["forward"] / n,
         "resmia_ms_per_sample": 1e3 * t["resmia"] / n,

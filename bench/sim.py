@@ -348,6 +348,9 @@ def sim_overhead(sizes: dict[str, list[str]], repeats: int = 3, plain_repeats: i
       ``ray.shutdown`` included);
     * ``ratio_round`` = median steady round of the simulation (rounds 2..n, from run.log) /
       median round of the plain loop: the cost once every start-up is paid;
+      ``client_round_overhead_ms`` = 1000 x (that steady round - the plain round) / number
+      of clients: the fixed cost of one client-round (messaging, actor scheduling,
+      (de)serialisation, the ClientApp's own set-up) beyond the same training;
     * ``fixed_seconds`` = call - rounds x steady round: the one-off start-up cost, and
       ``rounds_to_amortise`` = fixed_seconds / steady round: from that many rounds on,
       start-up is less than half of the call.
@@ -367,6 +370,9 @@ def sim_overhead(sizes: dict[str, list[str]], repeats: int = 3, plain_repeats: i
                                 "round_client_seconds", "round_server_seconds"))
         p = _median_dict(plains, ("seconds", "round_seconds", "test_accuracy"))
         n_rounds = sims[0]["rounds_logged"]
+        from fedaudit.config import load_scenario
+
+        clients = load_scenario("quickstart", overrides).federation.num_clients
         fixed = s["call_seconds"] - n_rounds * s["round_seconds"]
         rows.append({
             "size": name, "overrides": extra, "rounds": n_rounds,
@@ -381,6 +387,9 @@ def sim_overhead(sizes: dict[str, list[str]], repeats: int = 3, plain_repeats: i
             "sim_round_server_seconds": s["round_server_seconds"],
             "plain_round_seconds": p["round_seconds"],
             "ratio_round": s["round_seconds"] / p["round_seconds"],
+            "clients": clients,
+            "client_round_overhead_ms":
+                1e3 * (s["round_seconds"] - p["round_seconds"]) / clients,
             "fixed_seconds": fixed, "rounds_to_amortise": fixed / s["round_seconds"],
             "acc_sim": s["test_accuracy"], "acc_plain": p["test_accuracy"],
             "plain_threads": plains[0]["threads"],

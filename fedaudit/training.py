@@ -54,11 +54,16 @@ class TrainResult:
 def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
                 cfg: TrainConfig, *, seed: int, device: torch.device,
                 gnq: GnqConfig | None = None,
-                dp: Mapping[str, Any] | None = None) -> TrainResult:
+                dp: Mapping[str, Any] | None = None,
+                fuse_grad: bool = False) -> TrainResult:
     """Train ``model`` in place on samples ``ids`` for ``cfg.local_epochs`` epochs.
 
     With ``gnq`` (the ``[audit.gnq]`` table) every batch is also scored with in-run ghost
     GNQ: the hooks observe the ordinary backward pass, so the update is unchanged.
+    ``fuse_grad=True`` instead derives the weight gradient of every convolution whose
+    per-sample gradients the audit materialises from them (``GhostAuditor(fuse_grad=True)``):
+    equal up to float rounding, which SGD amplifies over rounds (quickstart: test loss
+    0.22940 -> 0.22913), and no faster on CPU (docs/algorithms.md), hence off by default.
     With ``dp`` (``noise_multiplier`` and ``clip_norm``: what the ``dp-sgd`` defense's
     ``local_dp`` gives) the client trains with DP-SGD instead (:func:`train_local_dpsgd`).
     """
@@ -75,7 +80,7 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     if gnq is not None:
 
         auditor = GhostAuditor(model, lam=gnq.lam, lam_mode=gnq.lam_mode, rho=gnq.rho,
-                               loss_reduction="mean")
+                               loss_reduction="mean", fuse_grad=fuse_grad)
     total, steps = 0.0, 0
     gnq_ids, gnq_scores, gnq_epochs = [], [], []
     n = len(ids)

@@ -28,8 +28,12 @@ from .kernels import (
     KernelFn,
     check_batch_statistics,
     check_module,
+    conv_kernel,
+    conv_materializes,
+    conv_per_sample_weight_grads,
     find_kernel,
 )
+from .kernels import gram as gram_matrix
 from .reference import naive_gnq_scores
 
 __all__ = ["GhostAuditor", "gnq_scores", "METHODS"]
@@ -60,11 +64,21 @@ class GhostAuditor:
             (relative mode: lam = rho * trace(K) / B, default rho = 1e-2).
         loss_reduction: how the loss given to ``backward`` reduces over the batch
             (dim 0): ``"mean"`` (K is rescaled by B^2) or ``"sum"``.
-        gram_dtype: dtype of the Gram accumulation; None keeps the captured tensors'
-            dtype (float16/bfloat16 are promoted to float32). The solve is float64.
+        gram_dtype: dtype the kernels work in; None keeps the captured tensors' dtype
+            (float16/bfloat16 are promoted to float32). K itself is accumulated in
+            float64 and the built-in kernels are float64-accurate also on float32
+            tensors (:func:`fedaudit.gnq.kernels.gram`); the solve is float64.
         strategy: ``"auto"`` (per layer, the cheaper form by arithmetic, see
             :func:`fedaudit.gnq.kernels._use_ghost`), ``"ghost"`` or
             ``"materialize"`` (forcing one form; for tests and benchmarks).
+        fuse_grad: for convolutions whose per-sample weight gradients are materialised,
+            derive the weight's ``.grad`` from them (sum over the batch) instead of letting
+            autograd compute it a second time: the weight is excluded from the autograd
+            graph for that forward (``requires_grad`` off between the layer's forward
+            pre-hook and forward hook) and its summed gradient is accumulated into
+            ``.grad`` in the backward hook. Equal to the plain gradient up to float
+            rounding (the order of the sum differs). Only for ``loss.backward()``;
+            :func:`gnq_scores`, which must leave ``.grad`` untouched, keeps it off.
     """
 
     def __init__(
@@ -77,6 +91,7 @@ class GhostAuditor:
         normalize: bool = False,
         gram_dtype: torch.dtype | None = None,
         strategy: Literal["auto", "ghost", "materialize"] = "auto",
+        fuse_grad: bool = False,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -98,6 +113,8 @@ class GhostAuditor:
         self.normalize = bool(normalize)
         self.gram_dtype = gram_dtype
         self.strategy = strategy
+        self.fuse_grad = bool(fuse_grad)
+        self._fused: dict[str, nn.Parameter] = {}
         self._K: torch.Tensor | None = None
         self._B: int | None = None
         self._called: set[str] = set()
@@ -146,9 +163,15 @@ class GhostAuditor:
         self._called = set()
         self._generation += 1
         generation = self._generation
+        self._fused = {}
         handles = [
             m.register_forward_hook(self._forward_hook(n, k, generation)) for n, m, k in layers
         ]
+        if self.fuse_grad:
+            handles += [
+                m.register_forward_pre_hook(self._fuse_pre_hook(n)) for n, m, k in layers
+                if k is conv_kernel and m.weight.requires_grad
+            ]
         self._active = True
         try:
             yield self
@@ -158,10 +181,34 @@ class GhostAuditor:
         finally:
             for h in handles:
                 h.remove()
+            for weight in self._fused.values():
+                weight.requires_grad_(True)
+            self._fused = {}
             self._active = False
+
+    def _fuse_pre_hook(self, name: str):
+        def pre_hook(module: nn.Module, inputs: tuple) -> None:
+            x = inputs[0] if inputs else None
+            if not torch.is_grad_enabled() or not isinstance(x, torch.Tensor):
+                return
+            bias = module.bias
+            # without a grad-carrying input or bias the output would need no gradient
+            # at all and the backward hook would never fire
+            if not (x.requires_grad or (bias is not None and bias.requires_grad)):
+                return
+            if x.dim() != len(module.kernel_size) + 2:
+                return  # conv_kernel reports the unbatched input
+            if conv_materializes(module, tuple(x.shape), self.strategy):
+                self._fused[name] = module.weight
+                module.weight.requires_grad_(False)
+
+        return pre_hook
 
     def _forward_hook(self, name: str, kernel: KernelFn, generation: int):
         def hook(module: nn.Module, inputs: tuple, output: object) -> None:
+            fused = self._fused.get(name)
+            if fused is not None:
+                fused.requires_grad_(True)  # out of this forward's graph only
             if not torch.is_grad_enabled():
                 return
             if not isinstance(output, torch.Tensor) or not output.requires_grad:
@@ -179,13 +226,21 @@ class GhostAuditor:
 
             def backward_hook(grad: torch.Tensor) -> None:
                 if generation != self._generation:
+                    if fused is not None:  # its weight gradient would be lost silently
+                        raise RuntimeError(
+                            f"module {name!r}: with fuse_grad=True the backward must run "
+                            "inside the capture() of its forward"
+                        )
                     return  # graph of an earlier capture, backpropagated late
                 if not holder:
                     raise RuntimeError(
                         f"backward ran twice through module {name!r} within one capture(); "
                         "use one backward per capture"
                     )
-                if torch.is_grad_enabled():  # backward(create_graph=True)
+                if fused is not None:
+                    with torch.no_grad():
+                        self._accumulate_fused(name, module, fused, holder.pop(), grad.detach())
+                elif torch.is_grad_enabled():  # backward(create_graph=True)
                     with torch.no_grad():
                         self._accumulate(name, module, kernel, holder.pop(), grad.detach())
                 else:
@@ -195,9 +250,27 @@ class GhostAuditor:
 
         return hook
 
-    def _accumulate(
-        self, name: str, module: nn.Module, kernel: KernelFn, a: torch.Tensor, b: torch.Tensor
+    def _accumulate_fused(
+        self, name: str, module: nn.Module, weight: nn.Parameter, a: torch.Tensor,
+        b: torch.Tensor,
     ) -> None:
+        """A convolution whose weight was kept out of autograd: per-sample weight
+        gradients -> their Gram AND the weight's summed gradient (one computation)."""
+        B = self._check_batch(name, b)
+        a, b = self._cast(a, b)
+        gw = conv_per_sample_weight_grads(module, a, b)
+        summed = gw.sum(0).view_as(weight).to(weight.dtype)
+        if weight.grad is None:
+            weight.grad = summed
+        else:
+            weight.grad.add_(summed)
+        K = gram_matrix(gw)
+        bias = module.bias
+        if bias is not None and bias.requires_grad:
+            K += gram_matrix(b.reshape(B, module.out_channels, -1).sum(2))
+        self._add(K)
+
+    def _check_batch(self, name: str, b: torch.Tensor) -> int:
         B = b.shape[0] if b.dim() > 0 else 0
         if self._B is None:
             self._B = B
@@ -206,6 +279,9 @@ class GhostAuditor:
                 f"module {name!r}: batch size {B} differs from {self._B} seen in other layers; "
                 "all audited layers must see the batch on dim 0"
             )
+        return B
+
+    def _cast(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = self.gram_dtype
         if dtype is None:
             dtype = b.dtype if b.dtype in (torch.float32, torch.float64) else torch.float32
@@ -213,13 +289,22 @@ class GhostAuditor:
             b = b.to(dtype)
         if a.dtype != dtype and a.is_floating_point():
             a = a.to(dtype)
+        return a, b
+
+    def _accumulate(
+        self, name: str, module: nn.Module, kernel: KernelFn, a: torch.Tensor, b: torch.Tensor
+    ) -> None:
+        self._check_batch(name, b)
+        a, b = self._cast(a, b)
         contribution = kernel(module, a, b, self.strategy)
-        if contribution is None:
-            return
-        if self._K is None:
-            self._K = contribution  # kernels return fresh tensors
+        if contribution is not None:
+            self._add(contribution)
+
+    def _add(self, contribution: torch.Tensor) -> None:
+        if self._K is None:  # kernels return fresh tensors; K is accumulated in float64
+            self._K = contribution.to(torch.float64)
         else:
-            self._K.add_(contribution.to(self._K.dtype))
+            self._K.add_(contribution.to(torch.float64))
 
     # ------------------------------------------------------------------ results
     @property

@@ -45,6 +45,7 @@ __all__ = [
     "check_module",
     "check_batch_statistics",
     "find_kernel",
+    "gram",
 ]
 
 Strategy = Literal["auto", "ghost", "materialize"]
@@ -171,6 +172,25 @@ def _use_ghost(T: int, p: int, d: int, strategy: str, B: int = 1, g: int = 1) ->
     return B * T * T * (p + d) < p * d * (T + B)
 
 
+def gram(X: torch.Tensor) -> torch.Tensor:
+    """X X^T of a (B, n) matrix, accumulated in float64 (returns float64, B x B).
+
+    A float32 X X^T errs by about eps32 * sqrt(n) * ||x_i|| ||x_j||.  GNQ lives in the
+    small eigen-directions of K + lam I: on a batch of near-duplicates (clusters of rows
+    x_i = c + d_i, ||d_i|| << ||c||) they are of size ||d||^2, so that error is amplified
+    by ||c||^2 / ||d||^2 (3.5% GNQ error with near-duplicate inputs, noise 1e-3, on the
+    quickstart CNN: experiments/gnq_precision.py).  Centring X on its mean before a
+    float32 product does not help when the batch holds several clusters (still 1.6%);
+    float64 accumulation does (3e-6).  Only this B^2 n product is float64: the rows
+    themselves (activations, output gradients, per-sample gradients, whose computation is
+    the B n T part of the cost) stay in X's dtype, accurate enough as
+    tests/test_gnq_precision.py checks against the float64 reference.
+    """
+    if X.dtype != torch.float64:
+        X = X.to(torch.float64)
+    return X @ X.T
+
+
 def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tensor:
     """Exact Gram of per-sample gradients of a weight shared over positions and groups.
 
@@ -180,12 +200,12 @@ def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tens
     g, B, T, d = A.shape
     p = Bm.shape[-1]
     if T == 1 and g == 1:
-        a, b = A[0, :, 0], Bm[0, :, 0]
-        return (a @ a.T).mul_(b @ b.T)
+        return gram(A[0, :, 0]).mul_(gram(Bm[0, :, 0]))
     if _use_ghost(T, p, d, strategy, B, g):
-        A2 = A.reshape(g, B * T, d)
-        B2 = Bm.reshape(g, B * T, p)
-        out = torch.empty(B, B, dtype=A.dtype, device=A.device)
+        # float64 throughout: the centring of gram() has no analogue over position pairs
+        A2 = A.reshape(g, B * T, d).to(torch.float64)
+        B2 = Bm.reshape(g, B * T, p).to(torch.float64)
+        out = torch.empty(B, B, dtype=torch.float64, device=A.device)
         rows = max(1, _GHOST_BLOCK_ELEMS // max(1, g * T * B * T))
         for i0 in range(0, B, rows):
             i1 = min(B, i0 + rows)
@@ -195,13 +215,14 @@ def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tens
         return out
     # (g, B, p, d) per-sample gradients, then per-group Grams summed.
     Gw = torch.matmul(Bm.transpose(-1, -2), A).reshape(g, B, p * d)
-    if g == 1:
-        return Gw[0] @ Gw[0].T
-    return torch.bmm(Gw, Gw.transpose(1, 2)).sum(0)
+    K = gram(Gw[0])
+    for k in range(1, g):
+        K += gram(Gw[k])
+    return K
 
 
 def _bias_gram(b_sum: torch.Tensor) -> torch.Tensor:
-    return b_sum @ b_sum.T
+    return gram(b_sum)
 
 
 # --------------------------------------------------------------------------- Linear
@@ -255,13 +276,79 @@ def _explicit_padding(module: nn.Module) -> list[int]:
     return pad
 
 
+def _conv_padding(module: nn.Module, a: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """(input, padding): symmetric zero padding is left to the op, any other is applied."""
+    nd = len(module.kernel_size)
+    if module.padding_mode == "zeros" and not isinstance(module.padding, str):
+        return a, tuple(module.padding)
+    pad = _explicit_padding(module)
+    if any(pad):
+        mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
+        a = F.pad(a, pad, mode=mode)
+    return a, (0,) * nd
+
+
+def _conv_dims(module: nn.Module) -> tuple[int, int, int]:
+    """(g, p, d) of a convolution: groups, C_out/groups, C_in/groups * prod(kernel)."""
+    g = module.groups
+    d = module.weight.shape[1]
+    for k in module.kernel_size:
+        d *= k
+    return g, module.out_channels // g, d
+
+
+def conv_output_positions(module: nn.Module, input_shape: tuple[int, ...]) -> int:
+    """Number of output positions T of a Conv1d/Conv2d for a batched input shape."""
+    T = 1
+    for i, (n, k, s, dl) in enumerate(zip(input_shape[2:], module.kernel_size, module.stride,
+                                          module.dilation)):
+        if isinstance(module.padding, str):
+            if module.padding == "same":
+                T *= n
+                continue
+            pad = 0
+        else:
+            pad = 2 * module.padding[i]
+        T *= (n + pad - dl * (k - 1) - 1) // s + 1
+    return T
+
+
+def conv_materializes(module: nn.Module, input_shape: tuple[int, ...], strategy: str) -> bool:
+    """True when :func:`conv_kernel` materialises the per-sample weight gradients."""
+    g, p, d = _conv_dims(module)
+    T = conv_output_positions(module, input_shape)
+    return not _use_ghost(T, p, d, strategy, input_shape[0], g)
+
+
+def conv_per_sample_weight_grads(module: nn.Module, a: torch.Tensor,
+                                 b: torch.Tensor) -> torch.Tensor:
+    """(B, C_out * C_in/groups * prod(k)) per-sample weight gradients of a convolution:
+    the weight gradient of the same convolution with the batch folded into the groups
+    (input (1, B*C_in, ...), groups = B*groups), exact and without unfold."""
+    nd = len(module.kernel_size)
+    a, padding = _conv_padding(module, a)
+    B, c_out = a.shape[0], module.out_channels
+    return torch.ops.aten.convolution_backward(
+        b.reshape(1, B * c_out, *b.shape[2:]),
+        a.reshape(1, B * a.shape[1], *a.shape[2:]),
+        a.new_empty((B * c_out, *module.weight.shape[1:])),  # only its shape is used
+        None,
+        list(module.stride),
+        list(padding),
+        list(module.dilation),
+        False,
+        [0] * nd,
+        B * module.groups,
+        [False, True, False],
+    )[1].reshape(B, -1)
+
+
 @register_kernel(nn.Conv1d, nn.Conv2d, check=_conv_check)
 def conv_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy: str):
     """Conv1d/Conv2d: T = output positions, d = C_in/groups * prod(k), p = C_out/groups.
 
-    Ghost form over unfolded patches, or per-sample weight gradients computed as the
-    weight gradient of the same convolution with the batch folded into the groups
-    (input (1, B*C_in, ...), groups = B*groups), which is exact and avoids unfold.
+    Ghost form over unfolded patches, or the per-sample weight gradients of
+    :func:`conv_per_sample_weight_grads` and their Gram.
     """
     nd = len(module.kernel_size)
     if a.dim() != nd + 2:
@@ -269,45 +356,20 @@ def conv_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy: s
             f"{type(module).__name__} input of shape {tuple(a.shape)} is not batched; "
             f"GNQ needs (B, C, {'L' if nd == 1 else 'H, W'})"
         )
-    padding: tuple[int, ...] = (0,) * nd
-    if module.padding_mode == "zeros" and not isinstance(module.padding, str):
-        padding = tuple(module.padding)  # symmetric zero padding: done by the op itself
-    else:
-        pad = _explicit_padding(module)
-        if any(pad):
-            mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
-            a = F.pad(a, pad, mode=mode)
     B = a.shape[0]
-    g = module.groups
-    c_out = module.out_channels
-    bt = b.reshape(B, c_out, -1)
+    bt = b.reshape(B, module.out_channels, -1)
     T = bt.shape[-1]
-    p = c_out // g
-    d = module.weight.shape[1]
-    for k in module.kernel_size:
-        d *= k
+    g, p, d = _conv_dims(module)
     K = None
     if _trainable(module.weight):
         if _use_ghost(T, p, d, strategy, B, g):
-            K = _conv_ghost(module, a, bt, padding, strategy)
+            padded, padding = _conv_padding(module, a)
+            K = _conv_ghost(module, padded, bt, padding, strategy)
         else:
-            gw = torch.ops.aten.convolution_backward(
-                b.reshape(1, B * c_out, *b.shape[2:]),
-                a.reshape(1, B * a.shape[1], *a.shape[2:]),
-                a.new_empty((B * c_out, *module.weight.shape[1:])),  # only its shape is used
-                None,
-                list(module.stride),
-                list(padding),
-                list(module.dilation),
-                False,
-                [0] * nd,
-                B * g,
-                [False, True, False],
-            )[1].reshape(B, -1)
-            K = gw @ gw.T
+            K = gram(conv_per_sample_weight_grads(module, a, b))
     if _trainable(module.bias):
-        sb = bt.sum(2)
-        K = sb @ sb.T if K is None else K.addmm_(sb, sb.T)
+        Kb = gram(bt.sum(2))
+        K = Kb if K is None else K.add_(Kb)
     return K
 
 
@@ -364,14 +426,13 @@ def embedding_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strate
     U = uniq.numel()
     use_ghost = strategy == "ghost" or (strategy == "auto" and T * T < U)
     if use_ghost:
-        B2 = bt.reshape(B * T, dim)
-        same = (flat_idx.unsqueeze(1) == flat_idx.unsqueeze(0)).to(bt.dtype)
+        B2 = bt.reshape(B * T, dim).to(torch.float64)
+        same = (flat_idx.unsqueeze(1) == flat_idx.unsqueeze(0)).to(torch.float64)
         return (same.mul_(B2 @ B2.T)).view(B, T, B, T).sum((1, 3))
     rows = torch.arange(B, device=inv.device).repeat_interleave(T) * U + inv
     Gw = torch.zeros(B * U, dim, dtype=bt.dtype, device=bt.device)
     Gw.index_add_(0, rows, bt.reshape(B * T, dim))
-    Gw = Gw.view(B, U * dim)
-    return Gw @ Gw.T
+    return gram(Gw.view(B, U * dim))
 
 
 # --------------------------------------------------------------------------- Norm layers
@@ -397,8 +458,7 @@ def _affine_gram(
         parts.append(per_sample(b))
     if not parts:
         return None
-    gs = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
-    return gs @ gs.T
+    return gram(parts[0] if len(parts) == 1 else torch.cat(parts, 1))
 
 
 @register_kernel(nn.GroupNorm)

@@ -1,8 +1,12 @@
 """The ClientApp: local training (with in-run GNQ when enabled) on the client's partition.
 
 Each client rebuilds the scenario's data deterministically from the scenario text the
-server sends (cached per process), so no dataset travels in messages; the node's
-``partition-id`` picks its share.
+server sends, so no dataset travels in messages; the node's ``partition-id`` picks its
+share. A client actor (one Ray worker process, reused across rounds) keeps the parsed
+scenario, its data and a built model in :data:`_WORKSPACES`, keyed by the scenario text and
+the training seed, so from round 2 on a round only loads the global weights into the
+kept model (whose every parameter and buffer ``load_state_dict`` overwrites: results are
+those of a fresh model).
 
 Defenses (``[defense]``): ``dp-sgd`` trains with Opacus DP-SGD and reports its step count
 and sampling rate (``dp-steps``, ``dp-sample-rate``) for the server's accounting; under
@@ -14,16 +18,19 @@ server's train config carries ``clipping_norm``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
+from torch import nn
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedaudit.config import from_toml
 from fedaudit import wire
-from fedaudit.data import build_federated_data
+from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.models import model_for
-from fedaudit.scenario import FaultsConfig
+from fedaudit.scenario import FaultsConfig, Scenario
 from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
@@ -40,24 +47,54 @@ def draw_faults(faults: FaultsConfig, server_round: int, partition_id: int) -> t
     return bool(u[0] < faults.crash_rate), bool(u[1] < faults.nan_rate)
 
 
+@dataclass
+class Workspace:
+    """What a client actor keeps across rounds for one (scenario text, training seed)."""
+
+    scenario: Scenario
+    data: FederatedData
+    model: nn.Module
+
+
+#: (scenario text, training seed or None) -> Workspace; a few entries per actor process
+_WORKSPACES: dict[tuple[str, int | None], Workspace] = {}
+_MAX_WORKSPACES = 4
+
+
+def workspace(scenario_text: str, train_seed: int | None) -> Workspace:
+    """The parsed scenario, its data and a model, built once per actor and key."""
+    key = (scenario_text, train_seed)
+    ws = _WORKSPACES.get(key)
+    if ws is None:
+        scenario = from_toml(scenario_text, "scenario from server")
+        data = build_federated_data(scenario)
+        seed = scenario.seed if train_seed is None else train_seed
+        ws = Workspace(scenario, data, model_for(scenario.model, data, seed=seed))
+        while len(_WORKSPACES) >= _MAX_WORKSPACES:
+            _WORKSPACES.pop(next(iter(_WORKSPACES)))  # oldest first
+        _WORKSPACES[key] = ws
+    return ws
+
+
 def train(msg: Message, context: Context) -> Message:
     config = msg.content[wire.CONFIG]
-    scenario = from_toml(str(config[wire.SCENARIO]), "scenario from server")
+    # the training seed differs from the scenario seed only for the extra trajectories
+    # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
+    ws = workspace(str(config[wire.SCENARIO]),
+                   int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else None)
+    scenario, data = ws.scenario, ws.data
     partition_id = int(context.node_config[wire.PARTITION_ID])
     server_round = int(config[wire.SERVER_ROUND])
     crash, nan = draw_faults(scenario.faults, server_round, partition_id)
     if crash:
         raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
-    data = build_federated_data(scenario)
-    # the training seed differs from the scenario seed only for the extra trajectories
-    # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
     train_seed = int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else scenario.seed
     seed = client_seed(train_seed, server_round, partition_id)
     torch.manual_seed(seed)
     threads = scenario.federation.client_resources.num_cpus
     torch.set_num_threads(max(1, int(threads)))
 
-    model = model_for(scenario.model, data, seed=train_seed)
+    model = ws.model
     model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# GPU readiness check: the GNQ and Res-MIA figures and a short cifar10-resnet18 run on CUDA.
+#
+#   bash bench/gpu_check.sh [OUT_DIR]        (default OUT_DIR: ./gpu-check)
+#
+# Prints the same ratios as bench/run.py (gnq_overhead_ratio{,_cnn32,_resnet18} with their
+# floors, resmia_cost_ratio for the CNN and ResNet-18) measured on the GPU, then runs
+# cifar10-resnet18 shortened to 2 rounds of 4 clients, 1 local epoch, on ../shared/data's
+# CIFAR-10 JPEG subset (10k images; see its README) or, without it, the
+# scenario's own data settings. Meant to take a few minutes on one modern GPU.
+# Without a CUDA device it says so and exits 0 having run nothing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$PY" ] || PY="$(command -v python3)"
+OUT="${1:-gpu-check}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+cd "$ROOT"
+
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    echo "gpu_check: no CUDA GPU visible to torch on this machine -- nothing was run."
+    exit 0
+fi
+"$PY" -c 'import torch; print("gpu_check: CUDA device:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
+
+echo "== GNQ step overhead (audited / plain step, batch 32) and Res-MIA cost on CUDA =="
+timeout 420 "$PY" - "$OUT/gpu-figures.json" <<'PYEOF'
+import json, sys, time
+sys.path.insert(0, ".")
+from bench.gnq import OVERHEAD_MODELS, overhead_ratio
+from bench.resmia import resmia_cost
+
+out = {}
+for key, (model, ch, size, batch) in OVERHEAD_MODELS.items():
+    t0 = time.perf_counter()
+    r = overhead_ratio(repeats=50 if key != "_resnet18" else 20, warmup=5, model_name=model,
+                       in_channels=ch, image_size=size, batch=batch, device="cuda")
+    out[f"gnq_overhead_ratio{key}"] = r["overhead_ratio"]
+    out[f"gnq_overhead_floor{key}"] = r["floor"]
+    out[f"gnq_overhead{key}"] = r
+    print(f"gnq_overhead_ratio{key:10s} {r['overhead_ratio']:.3f}  (floor {r['floor']:.3f}; "
+          f"{r['audited_step_ms']:.2f} / {r['plain_step_ms']:.2f} ms, {r['model']}, "
+          f"{time.perf_counter() - t0:.0f} s)", flush=True)
+for name, ch, size, n in (("cnn", 1, 8, 4096), ("resnet18", 3, 32, 1024)):
+    r = resmia_cost(name, ch, size, n=n, repeats=5, device="cuda")
+    suffix = "" if name == "cnn" else "_resnet18"
+    out[f"resmia_cost_ratio{suffix}"] = r["resmia_cost_ratio"]
+    out[f"resmia{suffix}"] = r
+    print(f"resmia_cost_ratio{suffix:10s} {r['resmia_cost_ratio']:.3f}  (goal <= K+1 = "
+          f"{r['goal_max']}; {r['model']})", flush=True)
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f, indent=1)
+print("figures:", sys.argv[1])
+PYEOF
+
+echo "== short cifar10-resnet18 on CUDA (2 rounds, 4 clients, 1 local epoch) =="
+DATA=()
+if [ -f ../shared/data/cifar10-jpeg-10k.npz ]; then
+    DATA=(--set data.dataset=npz --set "data.path=$(cd ../shared/data && pwd)/cifar10-jpeg-10k.npz")
+fi
+start=$(date +%s)
+timeout 600 "$PY" -m fedaudit.cli run cifar10-resnet18 --out "$OUT/runs" --no-report \
+    "${DATA[@]}" --set federation.rounds=2 --set federation.num_clients=4 \
+    --set train.local_epochs=1 --set train.device=cuda --set attack.members_per_client=100
+echo "gpu_check: cifar10-resnet18 (short) took $(( $(date +%s) - start )) s; results under $OUT/runs"
