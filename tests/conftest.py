@@ -41,6 +41,21 @@ class FixedOracle:
         return self.proba[np.asarray(x, dtype=int)]
 
 
+def _single_thread():
+    # tiny tensors on a busy 2-core machine: with 2 threads the OpenMP workers spin against
+    # each other (and against Ray actors) and the tests run several times slower
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+one_thread = pytest.fixture()(_single_thread)
+one_thread_module = pytest.fixture(scope="module")(_single_thread)
+
+
 @pytest.fixture()
 def identity():
     """Flower messages need a task identity; tests that build them by hand set one."""

@@ -562,15 +562,6 @@ def _federated_loss_auc(noise: float | None) -> tuple[float, float]:
     return float(correct.mean()), float(auc)
 
 
-@pytest.fixture()
-def one_thread():
-    # two cores shared with Ray actors and other tests: oversubscribed OpenMP threads spin
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_strong_dpsgd_noise_pushes_loss_attack_towards_chance(one_thread):
     acc0, auc0 = _federated_loss_auc(None)
     acc1, auc1 = _federated_loss_auc(4.0)

@@ -123,14 +123,6 @@ def _dpsgd_federation(noise_scale: float, tmp_path) -> dict:
     return results
 
 
-@pytest.fixture()
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_broken_dpsgd_noise_is_flagged(one_thread, tmp_path):
     res = _dpsgd_federation(0.01, tmp_path)
     audit, eps = res["dp_audit"], res["defense"]["epsilon"]

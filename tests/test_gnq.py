@@ -24,14 +24,7 @@ RTOL = 1e-6
 SEEDS = [0, 1, 2]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # These tensors are tiny; with 2 threads on a busy 2-core machine the OpenMP workers
-    # spin against each other and the file runs ~8x slower.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread_module")
 
 
 def ce_none(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -21,12 +21,7 @@ from fedaudit.scenario import GnqConfig, TrainConfig
 from fedaudit.training import train_local
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread_module")
 
 
 def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -102,6 +102,15 @@ def same_values(task: str, got: np.ndarray, want: np.ndarray, name: str, tol: fl
                    f"({bad.size} of {want.size} differ)" + (f"; {hint}" if hint else ""))
 
 
+def per_run(task: str, value: Any, runs: dict, name: str) -> dict:
+    """``value`` after the checks every per-run answer needs: done (no TODO) and a dict with
+    exactly one entry per run of ``runs``."""
+    require(value, task)
+    if not isinstance(value, dict) or set(value) != set(runs):
+        fail(task, f"make {name} a dict with one entry per run: {sorted(runs)}")
+    return value
+
+
 def orientation_hint(auc: float) -> str:
     """The feedback on an AUC below one half."""
     return (f"your AUC is {auc:.2f}: is your score oriented so that higher means member? "

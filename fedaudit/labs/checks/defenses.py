@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy.stats import spearmanr
 
-from fedaudit.labs.checks import AUC_TOL, EXACT_REL, as_number, call, close, fail, ok
+from fedaudit.labs.checks import AUC_TOL, EXACT_REL, as_number, call, close, fail, ok, per_run
 from fedaudit.labs.todo import require
 
 _KEYS = ("epsilon", "accuracy", "auc", "tpr_at_1pct_fpr")
@@ -23,9 +23,7 @@ def summary_rows(rows: dict, runs: dict) -> None:
     """Task 6.1: ``rows[name]`` = dict with epsilon (``inf`` when the run has no finite
     epsilon), test accuracy, and the LOSS attack's AUC and TPR at 1% FPR."""
     task = "6.1"
-    require(rows, task)
-    if not isinstance(rows, dict) or set(rows) != set(runs):
-        fail(task, f"make a dict with one entry per run: {sorted(runs)}")
+    per_run(task, rows, runs, "rows")
     for name, r in runs.items():
         row = rows[name]
         if not isinstance(row, dict) or set(row) != set(_KEYS):

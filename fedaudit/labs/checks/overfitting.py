@@ -6,8 +6,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from fedaudit.labs.checks import (AUC_TOL, as_array, as_number, call, close, fail, ok,
-                                  same_values)
-from fedaudit.labs.todo import require
+                                  per_run, same_values)
 
 
 def _acc(oracle, data, ids) -> float:
@@ -59,9 +58,7 @@ def epochs_effect(table: dict, runs: dict) -> None:
     from fedaudit.labs.runs import load_target
 
     task = "3.3"
-    require(table, task)
-    if not isinstance(table, dict) or set(table) != set(runs):
-        fail(task, f"make a dict with one entry per run: {sorted(runs)}")
+    per_run(task, table, runs, "table")
     for name, r in runs.items():
         entry = table[name]
         if not isinstance(entry, (tuple, list)) or len(entry) != 2:
