@@ -12,8 +12,8 @@ q = e^eps / (1 + e^eps), up to a delta term:
     p(eps) = P[Binomial(r, q) >= v]  +  2 m delta * alpha,
     alpha  = max_{i = 1..v}  P[v - i <= Binomial(r, q) < v] / i
 
-(the paper's Theorem 3.1 for delta = 0, its approximate-DP theorem of Section 5 for
-delta > 0, computed as in its Algorithm 2 / appendix code; p is capped at 1).  p(eps) is the
+(the paper's main theorem for pure DP and its extension to approximate DP, evaluated as
+the paper's published p-value function and its search for eps do; p is capped at 1).  p(eps) is the
 p-value of observing >= v correct guesses under the hypothesis "(eps, delta)-DP"; it grows
 with eps.  The lower bound at confidence 1 - beta is the eps where p(eps) = beta: every
 smaller eps is rejected at level beta, so the algorithm is NOT (eps', delta)-DP for any
