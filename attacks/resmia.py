@@ -345,6 +345,8 @@ def resmia_scores(
                 y_star = proba[0].argmax(axis=1)
             else:
                 y_star = true_y[start : start + b]
+                if start == 0:
+                    _check_label_range(true_y, proba.shape[-1])
             if scale == "logit":
                 curves[start : start + b] = logit_confidence(proba, y_star).T
             else:
@@ -370,6 +372,14 @@ def _check_true_labels(labels: Any, n: int) -> np.ndarray:
         raise ValueError(f"labels must be {n} integer class labels, got shape {y.shape} "
                          f"dtype {y.dtype}")
     return y.astype(np.int64, copy=False)
+
+
+def _check_label_range(y: np.ndarray, classes: int) -> None:
+    # a negative label would silently index from the end of the class axis
+    bad = np.flatnonzero((y < 0) | (y >= classes))
+    if bad.size:
+        raise ValueError(f"labels must be in [0, {classes}) (the oracle's classes); "
+                         f"labels[{bad[0]}] = {y[bad[0]]}")
 
 
 def _check_size_option(sizes: list[int]) -> str | None:

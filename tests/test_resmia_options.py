@@ -251,6 +251,11 @@ def test_label_true_needs_labels_and_validates_them():
     with pytest.raises(ValueError, match="scale must be one of"):
         resmia_scores(oracle, _images(), scale="log")
     assert oracle.queries == 0
+    classes = Oracle(LevelModel(P)).predict_proba(_images()).shape[-1]
+    for bad, where in (([0, -1, 0], 1), ([0, 0, classes], 2)):
+        with pytest.raises(ValueError, match=rf"labels must be in \[0, {classes}\) "
+                                             rf".*labels\[{where}\] = {bad[where]}"):
+            resmia_scores(Oracle(LevelModel(P)), _images(), label="true", labels=bad)
     # the predicted label ignores the labels given
     np.testing.assert_array_equal(
         resmia_scores(Oracle(LevelModel(P)), _images(), labels=[2, 2, 2]),
