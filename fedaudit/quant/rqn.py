@@ -187,9 +187,17 @@ def lowest_loss_rows(losses: Any, keep: int) -> np.ndarray:
         ValueError: ``keep`` is negative or not an integer, or ``losses`` is invalid as in
             :func:`rqn_details`.
     """
+    _check_keep(keep)
+    return _lowest_rows(_as_loss_matrix(losses), keep)
+
+
+def _check_keep(keep: Any) -> None:
     if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 0:
         raise ValueError(f"keep must be an integer >= 0 (0 = every distinct row), got {keep!r}")
-    arr = _as_loss_matrix(losses)
+
+
+def _lowest_rows(arr: np.ndarray, keep: int) -> np.ndarray:
+    """:func:`lowest_loss_rows` on an already validated loss matrix."""
     rows = np.asarray(_first_distinct_rows(arr))
     if keep == 0 or keep >= len(rows):
         return rows
@@ -239,11 +247,12 @@ def rqn_over_runs(losses_per_run: Iterable[Any], keep_lowest: int = 0) -> RqnRun
     Raises:
         ValueError: no run, or a run's matrix is invalid (the message gives its index).
     """
+    _check_keep(keep_lowest)
     runs, kept = [], []
     for i, losses in enumerate(losses_per_run):
         try:
             arr = _as_loss_matrix(losses)
-            rows = lowest_loss_rows(arr, keep_lowest)
+            rows = _lowest_rows(arr, keep_lowest)
         except ValueError as err:
             raise ValueError(f"run {i}: {err}") from None
         runs.append(rqn_details(arr[rows]))

@@ -78,8 +78,8 @@ def workspace(scenario_text: str, train_seed: int | None) -> Workspace:
 
 def train(msg: Message, context: Context) -> Message:
     config = msg.content[wire.CONFIG]
-    # the training seed differs from the scenario seed only for the extra trajectories
-    # pooled into r_Qn ([audit.quantization] seeds); the data split never changes
+    # the training seed differs from the scenario seed only for the extra runs behind r_Qn
+    # ([audit.quantization] seeds, one estimate per run); the data split never changes
     ws = workspace(str(config[wire.SCENARIO]),
                    int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else None)
     scenario, data = ws.scenario, ws.data
