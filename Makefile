@@ -21,12 +21,14 @@ run: $(STAMP)
 	$(VENV)/bin/fedaudit run $(SCENARIO) $(ARGS)
 
 # The import layering (.importlinter: Flower only in fedaudit.simulation and strategies, no
-# cycles), then unit tests once with one torch thread (tolerances must not depend on the kernels' blocking),
-# then the whole default suite (unit + end-to-end through Flower and Ray) with two.
+# cycles), then the unit tests with one torch thread (tolerances must not depend on the
+# kernels' blocking; a plain `pytest` runs them with the machine's threads), then the
+# end-to-end tests (Flower + Ray, the lab notebooks) with two.  Together: the default suite
+# (`pytest`, everything not marked slow), each test once.
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	FEDAUDIT_TEST_THREADS=1 $(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
-	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest
+	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest -m "e2e and not slow"
 
 setup: $(STAMP)
 

@@ -275,6 +275,14 @@ def lab_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def notebook_cwd(tmp_path_factory):
+    """One working directory for every notebook, as a student has: a run's resolved
+    scenario holds ``data.data_dir`` made absolute from the working directory, so
+    notebooks run from different folders would not share lab_run's cache."""
+    return tmp_path_factory.mktemp("notebooks")
+
+
+@pytest.fixture(scope="module")
 def challenge(lab_dir):
     out = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out", str(lab_dir))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -284,7 +292,7 @@ def challenge(lab_dir):
 
 
 @pytest.mark.labs
-@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
+@pytest.mark.e2e  # Flower + Ray runs: make test's second pass, with two threads
 def test_cli_challenge_round_trip(challenge, tmp_path):
     student = challenge / "student"
     assert sorted(p.name for p in student.iterdir()) == ["candidates.npz", "model.json",
@@ -339,24 +347,24 @@ LAB_SOURCES = sorted(p.stem for p in (LABS / "src").glob("lab*.py"))
 
 
 @pytest.mark.labs
-@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
+@pytest.mark.e2e  # Flower + Ray runs: make test's second pass, with two threads
 @pytest.mark.parametrize("lab", LAB_SOURCES)
-def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, tmp_path):
-    nb, error = _execute(LABS / "solutions" / f"{lab}.ipynb", tmp_path)
+def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, notebook_cwd):
+    nb, error = _execute(LABS / "solutions" / f"{lab}.ipynb", notebook_cwd)
     assert error is None, str(error)[-3000:]
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]
     assert checks
     for cell in checks:
         text = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
         assert text.startswith("ok  Task "), (lab, cell.source, text)
-    assert not any(tmp_path.glob("lab-runs")), "runs must go to $FEDAUDIT_LAB_DIR"
+    assert not any(notebook_cwd.glob("lab-runs")), "runs must go to $FEDAUDIT_LAB_DIR"
 
 
 @pytest.mark.labs
-@pytest.mark.e2e  # Flower + Ray runs: once, in the whole suite (make test's second pass)
+@pytest.mark.e2e  # Flower + Ray runs: make test's second pass, with two threads
 @pytest.mark.parametrize("lab", LAB_SOURCES)
-def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, tmp_path):
-    nb, error = _execute(LABS / f"{lab}.ipynb", tmp_path)
+def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, notebook_cwd):
+    nb, error = _execute(LABS / f"{lab}.ipynb", notebook_cwd)
     assert error is not None, f"{lab}: the unfinished notebook ran to the end"
     index, out = _error_cell(nb)
     first_check = next(i for i, c in enumerate(nb.cells)
