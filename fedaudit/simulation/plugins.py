@@ -22,6 +22,9 @@ from flwr.app import Context, Message
 
 #: packages whose registrations every worker makes itself by importing them
 BUILTIN_PACKAGES = ("fedaudit", "attacks", "strategies")
+#: packages every worker imports whole: their types key built-in registrations (the GNQ
+#: kernels are keyed by torch's layer types) and are never user code to carry
+IMPORTED_PACKAGES = (*BUILTIN_PACKAGES, "torch")
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ def _code_of(key: Any, obj: Any) -> list[Any]:
 
 def _is_user_code(code: Any) -> bool:
     module = getattr(code, "__module__", None) or ""
-    return module.split(".")[0] not in BUILTIN_PACKAGES
+    return module.split(".")[0] not in IMPORTED_PACKAGES
 
 
 def user_plugins() -> list[PluginEntry]:

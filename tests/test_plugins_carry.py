@@ -1,0 +1,50 @@
+"""What the driver carries to the simulated clients: only the user's registrations, and a
+ClientApp that pickles small (Flower's Ray backend pickles it with every client call)."""
+
+from __future__ import annotations
+
+import pytest
+import torch.nn as nn
+from ray import cloudpickle
+
+from fedaudit.gnq.kernels import KERNELS, linear_kernel, register_kernel
+from fedaudit.simulation.client import FedauditClientApp
+from fedaudit.simulation.plugins import RegisterPlugins, client_app_with_plugins, user_plugins
+
+
+def test_builtin_registrations_are_not_carried():
+    # the built-in GNQ kernels are keyed by torch's layer types: not user code
+    assert user_plugins() == []
+    assert client_app_with_plugins([]).extra_mods == ()
+
+
+class UserLinear(nn.Linear):
+    pass
+
+
+@pytest.fixture()
+def user_kernel():
+    register_kernel(UserLinear)(linear_kernel)
+    yield
+    KERNELS.unregister(UserLinear)
+
+
+def test_a_kernel_keyed_by_a_user_type_is_carried(user_kernel):
+    entries = user_plugins()
+    assert [(e.registry, e.key) for e in entries] == [("kernels", UserLinear)]
+    app = client_app_with_plugins(entries)
+    assert isinstance(app.extra_mods[0], RegisterPlugins)
+
+
+def test_the_client_app_pickles_as_its_mods():
+    app = client_app_with_plugins([])
+
+    def load():  # what Flower's simulation sends with each call
+        return app
+
+    blob = cloudpickle.dumps(load)
+    # by value, with the closures of Flower's decorators, it was 80 kB
+    assert len(blob) < 4096, len(blob)
+    again = cloudpickle.loads(blob)()
+    assert isinstance(again, FedauditClientApp) and again.extra_mods == ()
+    assert list(again._registered_funcs) == ["train.default"]  # its train handler
