@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
 import time
 from pathlib import Path
@@ -300,5 +302,33 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry(argv: list[str] | None = None) -> None:
+    """The ``fedaudit`` command (and ``python -m fedaudit.cli``): :func:`main`, then exit
+    without the interpreter's teardown.
+
+    Once the command is done, freeing every module and unloading torch's libraries took
+    another 1.1-1.6 s of the user's time on a 2-core machine (``import torch`` alone: 0.5
+    s).  Everything the command writes is closed by then (run files are written
+    atomically); the exit handlers (logging's flush, Ray's, temporary directories') still
+    run, and the streams are flushed.  An unexpected exception takes the normal path.
+    """
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse: --help (0), usage errors (2)
+        status = exc.code
+    except BrokenPipeError:  # the reader left (fedaudit scenarios | head): no traceback
+        status = 1
+    if status is not None and not isinstance(status, int):
+        print(status, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (fedaudit ... | head)
+            pass
+    os._exit(status or 0)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

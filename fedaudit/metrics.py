@@ -30,7 +30,11 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.metrics import roc_auc_score, roc_curve
+
+# _sklearn_note: scikit-learn is imported inside the functions.  The attack registry
+# imports this module, and every simulated client imports the registry (it validates the
+# scenario's attack names) but never computes a metric: sklearn.metrics took 1 s of each
+# client actor's start-up.
 
 __all__ = [
     "membership_metrics",
@@ -103,6 +107,8 @@ def roc_points(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.nd
     ``roc_curve(members, scores, drop_intermediate=False)``: both arrays start at 0 and end
     at 1, FPR and TPR are non-decreasing.
     """
+    from sklearn.metrics import roc_curve  # see _sklearn_note
+
     s, m = _validate(scores, members)
     fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
     return fpr, tpr
@@ -151,6 +157,8 @@ def membership_metrics(scores: ArrayLike, members: ArrayLike) -> dict[str, Any]:
         ``min_fpr_resolution``  ``1 / n_nonmembers``: the smallest non-zero FPR measurable.
         When it exceeds 0.01 (or 0.001), the matching TPR is the TPR at FPR = 0.
     """
+    from sklearn.metrics import roc_auc_score, roc_curve  # see _sklearn_note
+
     s, m = _validate(scores, members)
     fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
     n_members = int(m.sum())

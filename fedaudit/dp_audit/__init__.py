@@ -4,6 +4,15 @@ bound (:mod:`~fedaudit.dp_audit.bound`), the canary draws and the guesses
 (:mod:`~fedaudit.dp_audit.summary`).  Pure numpy / scipy; the run-time side (scoring the
 canaries after training, results.json ``dp_audit``) is :mod:`fedaudit.dp_audit_results`."""
 
-from fedaudit.dp_audit.bound import audit_p_value, epsilon_lower_bound
-
 __all__ = ["audit_p_value", "epsilon_lower_bound"]
+
+
+def __getattr__(name: str):
+    # The bound imports scipy.optimize and scipy.stats (0.6 s); the canary draws do not,
+    # and every client actor imports them (fedaudit.data): load the bound when asked for.
+    if name in __all__:
+        from fedaudit.dp_audit import bound
+
+        return getattr(bound, name)
+    raise AttributeError(f"module 'fedaudit.dp_audit' has no attribute {name!r}")
+
