@@ -117,6 +117,23 @@ def test_float32_auditor_equals_float64_gram_of_same_tensors():
     assert max_rel_err(scores[None], scores[torch.float64]) < 1e-6
 
 
+@pytest.mark.parametrize("n", [1, 8191, 8192, 8193, 3 * 8192 + 17])
+def test_gram_of_wide_float32_rows_is_the_float64_product(n):
+    """gram() converts a wide float32 X to float64 block by block (8192 columns): the
+    result is X X^T of the exact float64 copy up to float64 summation order, i.e. within
+    n * eps64 * max|x_i . x_j|-scale error; 1e-12 relative to |x_i| |x_j| covers
+    n <= 3e4 with a margin of 10^2.  Blocks at, below and across the boundary."""
+    from fedaudit.gnq.kernels import gram
+
+    X = torch.randn(5, n, generator=torch.Generator().manual_seed(n)) + 3.0
+    X64 = X.double()
+    ref = X64 @ X64.T
+    got = gram(X)
+    assert got.dtype == torch.float64
+    norms = X64.norm(dim=1)
+    assert ((got - ref).abs() / torch.outer(norms, norms)).max().item() < 1e-12
+
+
 # ----------------------------------------------------------------------------- fused gradient
 
 

@@ -172,6 +172,10 @@ def _use_ghost(T: int, p: int, d: int, strategy: str, B: int = 1, g: int = 1) ->
     return B * T * T * (p + d) < p * d * (T + B)
 
 
+# Columns of one float64 block in gram(): 32 rows x 8192 x 8 bytes = 2 MiB.
+_GRAM_BLOCK_COLS = 1 << 13
+
+
 def gram(X: torch.Tensor) -> torch.Tensor:
     """X X^T of a (B, n) matrix, accumulated in float64 (returns float64, B x B).
 
@@ -186,9 +190,20 @@ def gram(X: torch.Tensor) -> torch.Tensor:
     the B n T part of the cost) stay in X's dtype, accurate enough as
     tests/test_gnq_precision.py checks against the float64 reference.
     """
-    if X.dtype != torch.float64:
+    if X.dtype == torch.float64:
+        return X @ X.T
+    n = X.shape[1]
+    if n <= _GRAM_BLOCK_COLS:
         X = X.to(torch.float64)
-    return X @ X.T
+        return X @ X.T
+    # A wide X (ResNet-18's per-sample gradients: 32 x 590k) is converted block by block:
+    # one float64 copy of the whole of it cost more than the product (page faults on a
+    # fresh 150 MB buffer), a cache-sized block does not.
+    K = torch.zeros(X.shape[0], X.shape[0], dtype=torch.float64, device=X.device)
+    for j in range(0, n, _GRAM_BLOCK_COLS):
+        x = X[:, j : j + _GRAM_BLOCK_COLS].to(torch.float64)
+        K.addmm_(x, x.T)
+    return K
 
 
 def _weight_gram(A: torch.Tensor, Bm: torch.Tensor, strategy: str) -> torch.Tensor:
