@@ -28,3 +28,4 @@ def _import_attack_modules() -> None:
 
 
 _import_attack_modules()
+ATTACKS.mark_builtin()

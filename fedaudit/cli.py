@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -302,6 +303,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reading end was closed (poll reports an error)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fileno, no poll()
+        return False
+
+
 def entry(argv: list[str] | None = None) -> None:
     """The ``fedaudit`` command (and ``python -m fedaudit.cli``): :func:`main`, then exit
     without the interpreter's teardown.
@@ -310,14 +321,18 @@ def entry(argv: list[str] | None = None) -> None:
     another 1.1-1.6 s of the user's time on a 2-core machine (``import torch`` alone: 0.5
     s).  Everything the command writes is closed by then (run files are written
     atomically); the exit handlers (logging's flush, Ray's, temporary directories') still
-    run, and the streams are flushed.  An unexpected exception takes the normal path.
+    run, and the streams are flushed.  Threads are not joined: a command must finish its
+    non-daemon threads before :func:`main` returns (none outlives it today).  An
+    unexpected exception takes the normal path.
     """
     try:
         status = main(argv)
     except SystemExit as exc:  # argparse: --help (0), usage errors (2)
         status = exc.code
-    except BrokenPipeError:  # the reader left (fedaudit scenarios | head): no traceback
-        status = 1
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # some other pipe broke
+        status = 1  # the reader of our output left (fedaudit scenarios | head): quietly
     if status is not None and not isinstance(status, int):
         print(status, file=sys.stderr)
         status = 1

@@ -22,6 +22,10 @@ Conventions
 The comparisons are exact: scikit-learn forms ``fpr = fp / n_neg`` and ``tpr = tp / n_pos``
 by correctly rounded division, so a ratio that equals a decimal bound exactly (1/100 vs
 0.01, 4/5 vs 0.8) compares equal, and rounding is monotone, so no tolerance is needed.
+
+scikit-learn is imported inside the functions: every simulated client imports this module
+(through the attack registry, to validate the scenario's attack names) and never computes
+a metric, and ``sklearn.metrics`` took 1 s of each client actor's start-up.
 """
 
 from __future__ import annotations
@@ -30,11 +34,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-
-# _sklearn_note: scikit-learn is imported inside the functions.  The attack registry
-# imports this module, and every simulated client imports the registry (it validates the
-# scenario's attack names) but never computes a metric: sklearn.metrics took 1 s of each
-# client actor's start-up.
 
 __all__ = [
     "membership_metrics",
@@ -107,7 +106,7 @@ def roc_points(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.nd
     ``roc_curve(members, scores, drop_intermediate=False)``: both arrays start at 0 and end
     at 1, FPR and TPR are non-decreasing.
     """
-    from sklearn.metrics import roc_curve  # see _sklearn_note
+    from sklearn.metrics import roc_curve  # here: see the module docstring
 
     s, m = _validate(scores, members)
     fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
@@ -157,7 +156,7 @@ def membership_metrics(scores: ArrayLike, members: ArrayLike) -> dict[str, Any]:
         ``min_fpr_resolution``  ``1 / n_nonmembers``: the smallest non-zero FPR measurable.
         When it exceeds 0.01 (or 0.001), the matching TPR is the TPR at FPR = 0.
     """
-    from sklearn.metrics import roc_auc_score, roc_curve  # see _sklearn_note
+    from sklearn.metrics import roc_auc_score, roc_curve  # here: see the module docstring
 
     s, m = _validate(scores, members)
     fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)

@@ -75,6 +75,7 @@ class Registry(Mapping[K, T]):
         self._pattern = re.compile(name_pattern) if name_pattern else None
         self._check = check
         self._entries: dict[K, Entry[T]] = {}
+        self._builtin: dict[K, Entry[T]] = {}
         self._families: list[_Family] = []
 
     # ---- registering --------------------------------------------------------------
@@ -100,6 +101,16 @@ class Registry(Mapping[K, T]):
     def unregister(self, key: K) -> None:
         """Remove ``key`` (notebooks and tests that register temporary entries)."""
         self._entries.pop(key, None)
+
+    def mark_builtin(self) -> None:
+        """Record the entries registered so far as the package's own; called at the end of
+        each module that registers built-in entries."""
+        self._builtin.update(self._entries)
+
+    def added(self) -> list[Entry[T]]:
+        """The entries registered, or replaced, since :meth:`mark_builtin`: the plug-ins
+        that a process importing only fedaudit's packages would not have."""
+        return [e for k, e in self._entries.items() if self._builtin.get(k) is not e]
 
     def add_family(self, pattern: str, resolve: Callable[[re.Match[str]], Entry],
                    describe: str) -> None:

@@ -16,7 +16,8 @@ import pytest
 def pytest_configure(config):
     """``FEDAUDIT_TEST_THREADS=N`` runs the suite with ``torch.set_num_threads(N)``: every
     tolerance must hold whatever blocking the thread count gives the float kernels
-    (``make test`` runs the unit tests with 1 thread and the whole suite with 2)."""
+    (``make test`` runs the unit tests with 1 thread and the end-to-end tests with 2; a plain
+    ``pytest`` uses torch's default, the machine's cores)."""
     threads = os.environ.get("FEDAUDIT_TEST_THREADS")
     if threads:
         import torch

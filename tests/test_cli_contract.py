@@ -114,3 +114,35 @@ def test_run_dir_validates_and_resumes_from_another_directory(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (run_dir / "results.json").is_file()
     assert toml.exists()
+
+
+# ---- the command's exit (fedaudit.cli.entry: os._exit after the exit handlers) ----------
+
+_PATCHED = ("import fedaudit.cli as c\n"
+            "def patched(args):\n{body}\n"
+            "c.cmd_scenarios = patched\n"
+            "c.entry(['scenarios'])\n")
+
+
+def _entry_with(body: str, **kw) -> subprocess.Popen:
+    code = _PATCHED.format(body="\n".join("    " + line for line in body.splitlines()))
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_entry_keeps_exit_codes_and_every_line_written():
+    p = _entry_with("print('\\n'.join(str(i) for i in range(20000)))\nreturn 3")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 3 and err == ""
+    assert out.splitlines() == [str(i) for i in range(20000)]  # flushed before os._exit
+
+
+def test_entry_ends_quietly_when_the_reader_leaves_but_not_on_other_broken_pipes():
+    p = _entry_with("for i in range(10**6):\n    print('x' * 50)\nreturn 0")
+    p.stdout.read(10)
+    p.stdout.close()  # like `fedaudit scenarios | head -c 10`
+    assert p.wait(timeout=120) == 1
+    assert p.stderr.read() == ""
+    p = _entry_with("raise BrokenPipeError(32, 'a pipe of our own')")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1 and "Traceback" in err and "a pipe of our own" in err

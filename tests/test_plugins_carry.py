@@ -7,7 +7,7 @@ import pytest
 import torch.nn as nn
 from ray import cloudpickle
 
-from fedaudit.gnq.kernels import KERNELS, linear_kernel, register_kernel
+from fedaudit.gnq.kernels import KERNELS, conv_kernel, linear_kernel, register_kernel
 from fedaudit.simulation.client import FedauditClientApp
 from fedaudit.simulation.plugins import RegisterPlugins, client_app_with_plugins, user_plugins
 
@@ -22,16 +22,20 @@ class UserLinear(nn.Linear):
     pass
 
 
-@pytest.fixture()
-def user_kernel():
-    register_kernel(UserLinear)(linear_kernel)
-    yield
-    KERNELS.unregister(UserLinear)
+@pytest.fixture(params=[UserLinear, nn.Conv3d])
+def user_kernel(request):
+    # a user's layer type, and a torch type fedaudit has no kernel for, both with a
+    # built-in kernel function: nothing in them is user code, yet a worker lacks them
+    key = request.param
+    assert key not in KERNELS
+    register_kernel(key)(conv_kernel if key is nn.Conv3d else linear_kernel)
+    yield key
+    KERNELS.unregister(key)
 
 
-def test_a_kernel_keyed_by_a_user_type_is_carried(user_kernel):
+def test_a_kernel_registered_by_the_user_is_carried(user_kernel):
     entries = user_plugins()
-    assert [(e.registry, e.key) for e in entries] == [("kernels", UserLinear)]
+    assert [(e.registry, e.key) for e in entries] == [("kernels", user_kernel)]
     app = client_app_with_plugins(entries)
     assert isinstance(app.extra_mods[0], RegisterPlugins)
 

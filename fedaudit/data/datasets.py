@@ -270,3 +270,6 @@ def load_imagefolder_dataset(cfg: DataConfig) -> Dataset:
 def load_dataset(cfg: DataConfig) -> Dataset:
     """Load the dataset named by a resolved ``[data]`` table."""
     return DATASETS.get(cfg.dataset)(cfg)
+
+
+DATASETS.mark_builtin()

@@ -7,7 +7,7 @@ canaries after training, results.json ``dp_audit``) is :mod:`fedaudit.dp_audit_r
 __all__ = ["audit_p_value", "epsilon_lower_bound"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # The bound imports scipy.optimize and scipy.stats (0.6 s); the canary draws do not,
     # and every client actor imports them (fedaudit.data): load the bound when asked for.
     if name in __all__:
@@ -15,4 +15,3 @@ def __getattr__(name: str):
 
         return getattr(bound, name)
     raise AttributeError(f"module 'fedaudit.dp_audit' has no attribute {name!r}")
-

@@ -64,6 +64,9 @@ def resnet18(in_channels: int, image_size: int, num_classes: int, width: int = 1
     return model
 
 
+MODELS.mark_builtin()
+
+
 def build_model(name: str, *, in_channels: int, image_size: int, num_classes: int,
                 width: int = 16, seed: int | None = None) -> nn.Module:
     """Build a registered model; with ``seed`` the initial weights are reproducible."""

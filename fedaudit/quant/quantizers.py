@@ -584,3 +584,6 @@ def binary(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     scale = _absmean(_grid_rows(weight, x, reference))
     sign = torch.where(x >= 0, 1.0, -1.0).to(x.dtype)
     return _restore(sign * scale, weight)
+
+
+QUANTIZERS.mark_builtin()

@@ -136,7 +136,8 @@ class FedauditClientApp(ClientApp):
         super().__init__(mods=[*self.extra_mods, clip_when_asked_mod])
         self.train()(train)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
+        # only what __init__ registers travels: a handler added to the app later would not
         return make_client_app, (self.extra_mods,)
 
 

@@ -22,8 +22,8 @@ from flwr.app import Context, Message
 
 #: packages whose registrations every worker makes itself by importing them
 BUILTIN_PACKAGES = ("fedaudit", "attacks", "strategies")
-#: packages every worker imports whole: their types key built-in registrations (the GNQ
-#: kernels are keyed by torch's layer types) and are never user code to carry
+#: packages every worker imports itself: their code is never pickled by value (torch's
+#: layer types key GNQ kernels, the user's own or fedaudit's)
 IMPORTED_PACKAGES = (*BUILTIN_PACKAGES, "torch")
 
 
@@ -60,14 +60,11 @@ def _is_user_code(code: Any) -> bool:
 
 
 def user_plugins() -> list[PluginEntry]:
-    """The registrations made by code outside fedaudit's own packages."""
-    out = []
-    for name, reg in _client_registries().items():
-        for key in reg:
-            entry = reg.entry(key)
-            if any(_is_user_code(c) for c in _code_of(key, entry.obj)):
-                out.append(PluginEntry(name, key, entry.obj, dict(entry.meta)))
-    return out
+    """The registrations a fresh worker would not have: everything registered or replaced
+    after fedaudit's own modules registered theirs (:meth:`Registry.mark_builtin`), also
+    when it reuses fedaudit's code (a built-in GNQ kernel for another torch layer type)."""
+    return [PluginEntry(name, e.key, e.obj, dict(e.meta))
+            for name, reg in _client_registries().items() for e in reg.added()]
 
 
 class RegisterPlugins:
