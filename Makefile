@@ -23,9 +23,9 @@ run: $(STAMP)
 # The import layering (.importlinter: Flower only in fedaudit.simulation and strategies, no
 # cycles), then the unit tests with one torch thread (tolerances must not depend on the
 # kernels' blocking; a plain `pytest` runs them with the machine's cores, so a developer's
-# run checks another thread count), then the
-# end-to-end tests (Flower + Ray, the lab notebooks) with two.  Together: the default suite
-# (`pytest`, everything not marked slow), each test once.
+# run checks another thread count), then the end-to-end tests (Flower + Ray, the lab
+# notebooks) with two.  Together: the default suite (`pytest`, everything not marked
+# slow), each test once.
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	FEDAUDIT_TEST_THREADS=1 $(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider

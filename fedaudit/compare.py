@@ -3,8 +3,8 @@
 Columns: run directory name, scenario name, defense, its epsilon (results.json
 ``defense.epsilon``: a number, infinite for a defense without noise, empty without a
 defense), the one-run DP audit's empirical epsilon lower bound beside it when the run has
-one (``epsilon_lb``, results.json ``dp_audit``), release, test accuracy, every attack's AUC and TPR at 1% FPR against the global
-model, and the mean of the finite r_Qn values.
+one (``epsilon_lb``, results.json ``dp_audit``), release, test accuracy, every attack's AUC
+and TPR at 1% FPR against the global model, and the mean of the finite r_Qn values.
 With ``quantized=True`` each quantizer of a run adds a row of its own, with the accuracy
 and attack metrics of that quantized release and its r_Qn, so a quantized release is
 compared as a defense next to the others (``defense`` reads ``quantized:<quantizer>``,

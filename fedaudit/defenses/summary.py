@@ -29,7 +29,7 @@ def defense_summary(scenario: Scenario, rounds: list[dict], *, num_sampled: int 
                          "(audit channel)")
         if extra_trajectories:
             notes.append(f"epsilon is that of the released trajectory; the "
-                         f"{extra_trajectories} extra training seed(s) behind r_Qn (one estimate per run) are "
-                         "separate trainings on the same data whose privacy cost is not "
-                         "composed here")
+                         f"{extra_trajectories} extra training seed(s) behind r_Qn (one "
+                         "estimate per run) are separate trainings on the same data whose "
+                         "privacy cost is not composed here")
     return out

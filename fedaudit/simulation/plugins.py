@@ -20,11 +20,9 @@ from typing import Any
 
 from flwr.app import Context, Message
 
-#: packages whose registrations every worker makes itself by importing them
-BUILTIN_PACKAGES = ("fedaudit", "attacks", "strategies")
 #: packages every worker imports itself: their code is never pickled by value (torch's
 #: layer types key GNQ kernels, the user's own or fedaudit's)
-IMPORTED_PACKAGES = (*BUILTIN_PACKAGES, "torch")
+IMPORTED_PACKAGES = ("fedaudit", "attacks", "strategies", "torch")
 
 
 @dataclass(frozen=True)
