@@ -12,20 +12,11 @@ with its ``@register_attack`` decorator: a new attack is one file and one decora
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from attacks.oracle import Oracle
 from attacks.registry import ATTACKS, attack_names, get_attack, register_attack
+from fedaudit.registry import import_submodules
 
 __all__ = ["ATTACKS", "Oracle", "attack_names", "get_attack", "register_attack"]
 
-
-def _import_attack_modules() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
-_import_attack_modules()
+import_submodules(__name__, __path__)
 ATTACKS.mark_builtin()

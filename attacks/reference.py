@@ -4,7 +4,7 @@ ICML 2024) -- docs/algorithms.md section 8.
 Both compare what the target says about a sample with what *reference models* -- models
 trained like the target, by the auditor, on data it controls -- say about it.  The
 auditor's side (which data each reference trained on, training them, caching them) is
-:mod:`fedaudit.references`; what reaches an attack is a :class:`ReferenceSignals`: the
+:mod:`fedaudit.audit.references`; what reaches an attack is a :class:`ReferenceSignals`: the
 references' probabilities on the audit samples (and, for RMIA, on population samples that
 no model trained on), plus which references had each audit sample IN (online mode).
 
@@ -264,7 +264,7 @@ def fedmia_attack(oracle: Any, x: Any, y: Any, *,
     so they are free OUT references; the score is LiRA's one-sided offline test with a
     per-sample Gaussian over them (:func:`lira_scores`, ``fixed_variance=False``).  The
     curious server runs it (``attack.targets`` = clients); the combination over rounds is
-    in :mod:`fedaudit.positions`."""
+    in :mod:`fedaudit.audit.positions`."""
     labels = np.asarray(y)
     target = logit_confidence(oracle.predict_proba(x), labels)
     others = logit_confidence(references.probs, labels)

@@ -63,7 +63,7 @@ def register_attack(name: str, *, label: str | None = None,
     ``cost(sample_shape, **options)`` estimates oracle queries per sample (progress ETA;
     default 1).  ``references=True``: the attack also gets ``references=`` a
     :class:`attacks.reference.ReferenceSignals` (reference models' outputs; the run
-    trains them, :mod:`fedaudit.references`).  ``server_view=True``: the attack scores a
+    trains them, :mod:`fedaudit.audit.references`).  ``server_view=True``: the attack scores a
     client's model as the server received it, with the other clients' models of the round
     as its references (FedMIA); it runs on the ``clients`` target only.
 

@@ -24,7 +24,7 @@ baseline from 15 runs against the baseline from all runs.
 
 Settings: ``synthetic`` (a 4-class Gaussian mixture in 20 dimensions, a 20-32-4 MLP trained
 centrally on 100 members, 2,000 fresh test samples), ``digits`` (the quantization-sweep
-federation, shortened, in process: :func:`fedaudit.references.train_reference`, the clients'
+federation, shortened, in process: :func:`fedaudit.audit.references.train_reference`, the clients'
 own training code), ``mnist`` (``../shared/data/mnist.npz`` when present: 3,000 samples, 5
 clients, the MLP). ``--quick`` runs fewer runs of synthetic and digits only.
 """
@@ -55,7 +55,7 @@ from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
 from fedaudit.quant import quantize, quantize_trajectory, rqn_over_runs
 from fedaudit.quant.mis import membership_features, mis_baseline
-from fedaudit.references import train_reference
+from fedaudit.audit.references import train_reference
 
 QUANTIZERS = ["fp32", "int8", "int4", "int2", "ternary", "ternary-sparse50", "ternary-sparse90",
               "binary"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedaudit.errors import ScenarioError
-from fedaudit.rundata import RESULTS_NAME, SCORES_NAME
+from fedaudit.rundir.reading import RESULTS_NAME, SCORES_NAME
 from fedaudit.rundir import using_cache
 from fedaudit.scenario import Scenario
 
@@ -35,7 +35,7 @@ def validate(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = ()
     resources.  A :class:`~fedaudit.scenario.Scenario` given is validated again (with
     ``overrides`` applied)."""
     from fedaudit.config import load_scenario, scenario_from_dict
-    from fedaudit.preflight import check_scenario
+    from fedaudit.config.preflight import check_scenario
 
     if isinstance(scenario, Scenario):
         scenario = scenario.sections()
@@ -106,7 +106,7 @@ def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
     ``fedaudit run``; return the :class:`Run`.  ``progress`` shows rich progress bars on
     stderr; ``report`` also writes report.html; ``cache`` is the folder of cached
     reference models (lira, rmia), default ``$FEDAUDIT_CACHE`` or ``~/.cache/fedaudit``."""
-    from fedaudit.progress import RichProgress
+    from fedaudit.console.progress import RichProgress
     from fedaudit.simulation.runner import run as simulate
 
     resolved = validate(scenario, list(overrides or ()))

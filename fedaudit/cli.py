@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from fedaudit.config import ScenarioError, bundled_scenarios
-from fedaudit.progress import RichProgress
+from fedaudit.console.progress import RichProgress
 from fedaudit.rundir import using_cache
 
 EXIT_INPUT = 2
@@ -98,8 +98,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def validate_all(name: str, overrides: list[str]) -> dict:
-    """Everything ``run`` checks before training (see :mod:`fedaudit.preflight`)."""
-    from fedaudit.preflight import validate_all as preflight
+    """Everything ``run`` checks before training (see :mod:`fedaudit.config.preflight`)."""
+    from fedaudit.config.preflight import validate_all as preflight
 
     return preflight(name, overrides)
 
@@ -109,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.scenario or args.overrides:
             raise ScenarioError("--resume RUN_DIR takes no scenario or --set: the run directory's "
                                 "scenario.toml is used as it is")
-        from fedaudit.preflight import load_resume
+        from fedaudit.config.preflight import load_resume
 
         done = Path(args.resume) / "results.json"
         if done.is_file():  # nothing to continue: leave the finished run exactly as it is
@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "--resume RUN_DIR")
     else:
         scenario = validate_all(args.scenario, args.overrides)
-    from fedaudit.interrupt import stop_cleanly_on_sigint
+    from fedaudit.console.interrupt import stop_cleanly_on_sigint
     from fedaudit.simulation.runner import run
 
     t0 = time.perf_counter()
@@ -176,7 +176,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.markup import escape as rich_escape
 
     from fedaudit.compare import print_table
-    from fedaudit.interrupt import stop_cleanly_on_sigint
+    from fedaudit.console.interrupt import stop_cleanly_on_sigint
     from fedaudit.sweep import run_sweep
 
     console = Console(stderr=True)

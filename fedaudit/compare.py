@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedaudit.config import ScenarioError
+from fedaudit.errors import ScenarioError
 from fedaudit.report.format import fmt, fmt_g
-from fedaudit.rundata import (RESULTS_NAME, RUN_MARKERS, RunData, load_run, method_label, num,
-                              ordered_methods)
+from fedaudit.report.format import method_label, ordered_methods
+from fedaudit.rundir.reading import RESULTS_NAME, RUN_MARKERS, RunData, load_run, num
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")

@@ -22,6 +22,8 @@ listing what is allowed.  A *family* resolves keys by pattern (``ternary-sparse9
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K")
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryError", "Entry"]
+__all__ = ["Registry", "RegistryError", "Entry", "import_submodules"]
 
 
 class RegistryError(ValueError, LookupError):
@@ -53,7 +55,13 @@ class _Family:
 
 
 def _origin(obj: Any) -> tuple[Any, Any]:
-    return getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    """Where a registration's code comes from: a function or class itself, the ``fn`` of a
+    spec that wraps one, else the class of an instance (a registered defense, stage or
+    target kind)."""
+    code = getattr(obj, "fn", obj)
+    if not hasattr(code, "__qualname__"):
+        code = type(code)
+    return getattr(code, "__module__", None), getattr(code, "__qualname__", None)
 
 
 def _key_text(key: Any) -> str:
@@ -182,3 +190,14 @@ class Registry(Mapping[K, T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self.names())})"
+
+
+def import_submodules(package: str, path: Any, first: tuple[str, ...] = ()) -> None:
+    """Import every public module of a plug-in folder (``package`` with ``__path__`` =
+    ``path``), so that the entries they define register: ``first`` in that order (their
+    registration order is meaningful), then the others alphabetically.  Attacks,
+    defenses, target kinds and audit stages are discovered this way: a new one is a new
+    file in its folder."""
+    names = [i.name for i in pkgutil.iter_modules(path) if not i.name.startswith("_")]
+    for name in [*first, *sorted(n for n in names if n not in first)]:
+        importlib.import_module(f"{package}.{name}")

@@ -6,10 +6,11 @@ sub-config it needs (``train_local(..., scenario.train)``, ``load_dataset(scenar
 The field names here are the schema's keys (a test holds them equal), so
 ``scenario.audit.gnq.lam`` is ``--set audit.gnq.lam=...``.
 
-Tables whose keys are declared by plug-ins -- each attack's ``[attack.<name>]`` options and
-the ``[defense]`` options each defense declares -- are read-only mappings
-(:attr:`AttackConfig.options`, :attr:`DefenseConfig.options`), since their keys are only
-known once the plug-ins are registered.
+Tables whose keys are declared by plug-ins -- each attack's ``[attack.<name>]`` options,
+the ``[defense]`` options each defense declares and the tables of audit stages -- are
+read-only mappings (:attr:`AttackConfig.options`, :attr:`DefenseConfig.options`,
+:attr:`Scenario.stages`), since their keys are only known once the plug-ins are
+registered.
 
 ``Scenario.sections()`` gives back the validated ``{"dotted.table": {key: value}}`` form
 (what scenario.toml holds and what travels to the clients).
@@ -23,11 +24,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import tomli_w
+
 __all__ = [
     "AttackConfig", "CanariesConfig", "ClientResources", "DataConfig", "DefenseConfig",
     "DpAuditConfig",
     "FaultsConfig", "FederationConfig", "GnqConfig", "ModelConfig", "QuantizationConfig",
     "RayInit", "ReferenceConfig", "RunInfo", "Scenario", "TrainConfig", "TABLES",
+    "sections_to_toml", "to_toml",
 ]
 
 
@@ -240,6 +244,9 @@ class Scenario:
     faults: FaultsConfig
     defense: DefenseConfig
     canaries: CanariesConfig
+    #: the tables registered audit stages declare: dotted table -> its values
+    stages: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({}))
 
     @property
     def name(self) -> str:
@@ -256,6 +263,8 @@ class Scenario:
                        for sec, v in s.items()
                        if sec.startswith("attack.") and sec not in TABLES}
         defense = dict(s["defense"])
+        stages = {sec: MappingProxyType(dict(v)) for sec, v in s.items()
+                  if sec not in TABLES and not sec.startswith("attack.")}
         return cls(
             scenario=_table(RunInfo, s["scenario"]),
             data=_table(DataConfig, s["data"]),
@@ -274,6 +283,7 @@ class Scenario:
             defense=DefenseConfig(kind=defense.pop("kind"),
                                   options=MappingProxyType(defense)),
             canaries=_table(CanariesConfig, s["canaries"]),
+            stages=MappingProxyType(stages),
         )
 
     def sections(self) -> dict[str, dict[str, Any]]:
@@ -300,8 +310,27 @@ class Scenario:
         out["defense"] = {"kind": self.defense.kind,
                           **{k: _thawed(v) for k, v in self.defense.options.items()}}
         out["canaries"] = flat(self.canaries)
+        out.update({sec: {k: _thawed(v) for k, v in values.items()}
+                    for sec, values in self.stages.items()})
         return out
 
     def replace(self, **overrides: Any) -> "Scenario":
         """A copy with whole sub-configs replaced (``s.replace(train=...)``)."""
         return dataclasses.replace(self, **overrides)
+
+
+def to_toml(scenario: Scenario) -> str:
+    """Serialise a resolved scenario as nested TOML tables (round-trips through load)."""
+    return sections_to_toml(scenario.sections())
+
+
+def sections_to_toml(sections: dict[str, dict[str, Any]]) -> str:
+    """``{"dotted.table": {key: value}}`` as nested TOML tables (also for the scenario
+    recorded in an older run's results.json, which may lack newer keys)."""
+    nested: dict[str, Any] = {}
+    for sec, values in sections.items():
+        node = nested
+        for part in sec.split("."):
+            node = node.setdefault(part, {})
+        node.update(values)
+    return tomli_w.dumps(nested)

@@ -170,7 +170,7 @@ def run_points(points: list[SweepPoint], sweep_dir: Path, *, quantized: bool = F
     """Run every point into ``sweep_dir``; return the aligned compare rows."""
     from fedaudit.compare import align, run_rows
     from fedaudit.report import write_report
-    from fedaudit.rundata import load_run
+    from fedaudit.rundir.reading import load_run
     from fedaudit.simulation.runner import run
 
     announce = announce or log.info

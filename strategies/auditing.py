@@ -30,7 +30,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fedaudit import wire
+from strategies import wire
 from fedaudit.scenario import GnqConfig
 
 log = logging.getLogger("fedaudit")
@@ -86,7 +86,7 @@ class AuditingStrategy(Strategy):
         counts rounds from 1 in every ``start``, clients and records see the true round.
     keep_client_models : hand each valid reply's model (as received, before the wrapped
         strategy clips or noises anything) to ``on_round`` in ``ClientRound.state`` -- the
-        curious server's view (:mod:`fedaudit.positions`).
+        curious server's view (:mod:`fedaudit.audit.targets.client_models`).
     """
 
     def __init__(self, strategy: Strategy, *,

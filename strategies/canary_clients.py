@@ -41,7 +41,7 @@ from flwr.app import (Array, ArrayRecord, ConfigRecord, Message, MessageType, Me
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fedaudit import wire
+from strategies import wire
 from fedaudit.dp_audit.canaries import canary_direction
 
 

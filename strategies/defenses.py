@@ -43,7 +43,7 @@ from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 from flwr.supercore.privacy_accounting import (GaussianPrivacyEvent, NeighboringRelation,
                                                PrivacyConfig, PrivacySpent, SamplingMethod)
 
-from fedaudit import wire
+from strategies import wire
 from fedaudit.defenses import get_defense
 from fedaudit.scenario import DefenseConfig
 
@@ -76,7 +76,7 @@ class OpacusGaussianAccountant:
     Only ``SamplingMethod.NO_AMPLIFICATION`` (what Flower supports for these wrappers):
     each release is the plain Gaussian mechanism, RDP(alpha) = alpha / (2 sigma^2),
     composed over releases; epsilon from Opacus' RDP -> (epsilon, delta) conversion
-    (:func:`fedaudit.privacy.gaussian_epsilon`).
+    (:func:`fedaudit.defenses.accounting.gaussian_epsilon`).
     """
 
     def __init__(self, config: PrivacyConfig) -> None:

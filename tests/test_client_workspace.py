@@ -8,7 +8,7 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 
-from fedaudit import wire
+from strategies import wire
 from fedaudit.config import load_scenario, to_toml
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for

@@ -266,7 +266,7 @@ def test_imagefolder_requires_path_in_schema(tmp_path):
 
 
 def test_imagefolder_scenario_passes_preflight(tmp_path):
-    from fedaudit.preflight import validate_all
+    from fedaudit.config.preflight import validate_all
 
     rng = np.random.default_rng(1)
     for i in range(40):

@@ -17,7 +17,7 @@ from torch import nn
 
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.defenses import defense_summary
-from fedaudit.privacy import dpsgd_epsilon, gaussian_epsilon, json_epsilon
+from fedaudit.defenses.accounting import dpsgd_epsilon, gaussian_epsilon, json_epsilon
 from fedaudit.scenario import GnqConfig, TrainConfig
 from fedaudit.training import dp_clipped_gnq, train_local
 
@@ -533,7 +533,7 @@ def _federated_loss_auc(noise: float | None) -> tuple[float, float]:
 
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
-    from fedaudit.posttrain import attack_sets
+    from fedaudit.audit.sets import attack_sets
     from fedaudit.training import client_seed
     from fedaudit.training import per_sample_losses
 
@@ -553,8 +553,8 @@ def _federated_loss_auc(noise: float | None) -> tuple[float, float]:
         state = {k: sum(st[k] for st in states) / len(states) for k in state}
     g.load_state_dict(state)
     sets = attack_sets(s, d)
-    mem = np.concatenate([x["members"] for x in sets])
-    non = np.concatenate([x["nonmembers"] for x in sets])
+    mem = np.concatenate([x.members for x in sets])
+    non = np.concatenate([x.nonmembers for x in sets])
     lm, _ = per_sample_losses(g, d.x[mem], d.y[mem], device=CPU)
     ln, _ = per_sample_losses(g, d.x[non], d.y[non], device=CPU)
     auc = roc_auc_score(np.r_[np.ones(len(lm)), np.zeros(len(ln))], -np.r_[lm, ln])

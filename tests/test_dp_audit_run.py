@@ -52,7 +52,7 @@ def test_too_many_canaries_for_the_holdout():
 
 
 def test_canaries_planted_in_clients_and_kept_out_of_attacks():
-    from fedaudit.attack_sets import attack_sets
+    from fedaudit.audit.sets import attack_sets
 
     plain = build_federated_data(load_scenario("defense-none"))
     s = load_scenario("defense-none", ["audit.dp.canaries=200"])
@@ -71,8 +71,8 @@ def test_canaries_planted_in_clients_and_kept_out_of_attacks():
         assert np.array_equal(np.sort(np.r_[plain.clients[c], mine]), ids)
     assert not np.isin(can.ids[~can.included], d.train).any()
     for st in attack_sets(s, d):
-        assert not np.isin(can.ids, st["members"]).any()
-        assert not np.isin(can.ids, st["nonmembers"]).any()
+        assert not np.isin(can.ids, st.members).any()
+        assert not np.isin(can.ids, st.nonmembers).any()
     # reproducible: the same draw from a fresh build
     from fedaudit.data.federated import _build_cached
 
@@ -94,7 +94,7 @@ def _dpsgd_federation(noise_scale: float, tmp_path) -> dict:
     """Train the RECIPE in-process (FedAvg of train_local) with the DP-SGD noise multiplied
     by ``noise_scale``; account the CLAIMED noise with the dp-sgd defense; run the audit."""
     from fedaudit.defenses import get_defense
-    from fedaudit.dp_audit_results import add_dp_audit
+    from fedaudit.audit.stages.dp_audit import add_dp_audit
     from fedaudit.models import model_for
     from fedaudit.training import client_seed, train_local
 
@@ -310,7 +310,7 @@ def test_lira_canary_score_is_offline_lira_against_the_references():
     s the references' per-canary mean and the pooled deviation (fixed_variance)."""
     from scipy.stats import norm
 
-    from fedaudit.dp_audit_results import lira_canary_scores
+    from fedaudit.audit.stages.dp_audit import lira_canary_scores
     from fedaudit.models import model_for
 
     s = load_scenario("defense-none", ["audit.dp.canaries=40"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaudit.interrupt import descendants
+from fedaudit.console.interrupt import descendants
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not Path("/proc").is_dir(), reason="cleanup reads /proc")]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fedaudit.config import validate
-from fedaudit.health import chance_level, chance_level_warning
+from fedaudit.training.health import chance_level, chance_level_warning
 
 TRAIN = dataclasses.replace(validate({}).train, lr=10.0, momentum=0.9, optimizer="sgd")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaudit.interrupt import descendants, process_stats
+from fedaudit.console.interrupt import descendants, process_stats
 
 SMALL = ["federation.num_clients=3", "federation.rounds=3", "audit.quantization.quantizers=['fp32', 'binary']",
          "attack.methods=['loss']"]
@@ -112,7 +112,7 @@ def test_a_forked_child_ends_silently_and_leaves_the_report_to_the_owner():
     """Ctrl-C reaches the whole process group: a child forked while the handler was
     installed (Ray forks helpers as it starts) must not print a second "interrupted"
     line (it did: the CI saw the line twice during Ray's start)."""
-    from fedaudit.interrupt import EXIT_INTERRUPTED, stop_cleanly_on_sigint
+    from fedaudit.console.interrupt import EXIT_INTERRUPTED, stop_cleanly_on_sigint
 
     read_end, write_end = os.pipe()
     with stop_cleanly_on_sigint(lambda: "in the test"):

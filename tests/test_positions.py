@@ -11,8 +11,9 @@ import torch
 from attacks.membership import evaluate_attacks
 from conftest import FixedOracle
 from attacks.reference import ReferenceSignals
-from fedaudit.positions import (_selected, attack_positions, client_model_rounds,
-                                save_client_models)
+from fedaudit.audit.stages.positions import attack_positions
+from fedaudit.audit.targets.base import selected_rounds as _selected
+from fedaudit.rundir.client_models import client_model_rounds, save_client_models
 
 TOL = dict(rtol=1e-12, atol=1e-12)  # float64 on O(1) values
 
@@ -92,19 +93,19 @@ def test_attack_positions_pick_each_positions_best_method():
 
 def test_fedmia_only_for_the_server_view():
     from fedaudit.config import load_scenario
-    from fedaudit.posttrain import model_methods
-    from fedaudit.references import uses_references
+    from fedaudit.audit.targets.base import model_methods
+    from fedaudit.audit.references import uses_references
 
     s = load_scenario("quickstart", ["attack.methods=['loss','fedmia']",
                                      "attack.targets=['global','clients']"])
-    assert model_methods(s) == ["loss"] and not uses_references(s)
+    assert model_methods(s) == ("loss",) and not uses_references(s)
 
 
 @pytest.mark.parametrize("value, fragment", [
     ("attack.rounds=[0]", "round numbers >= 1"),
     ("attack.rounds=[9]", "round 9 does not exist"),
     ("attack.rounds=first", "'last', 'all' or a list"),
-    ("attack.targets=['server']", "allowed: global, quantized, clients, rounds"),
+    ("attack.targets=['server']", "'server'; allowed: clients, global, quantized, rounds"),
     ("attack.methods=['loss','fedmia']", "add 'clients' to attack.targets"),
 ])
 def test_round_and_target_errors(value, fragment):
@@ -120,7 +121,7 @@ def test_fedmia_alone_cannot_attack_a_released_model():
     from fedaudit.config import load_scenario
     from fedaudit.errors import ScenarioError
 
-    with pytest.raises(ScenarioError, match="need an attack on a released model"):
+    with pytest.raises(ScenarioError, match="needs an attack on a released model"):
         load_scenario("quickstart", ["attack.methods=['fedmia']",
                                      "attack.targets=['global','clients']"])
     s = load_scenario("quickstart", ["attack.methods=['fedmia']", "attack.targets=['clients']"])
@@ -155,7 +156,7 @@ def test_clients_and_rounds_targets_write_per_client_per_round_metrics(tmp_path)
 
 
 def test_resuming_drops_client_models_of_unfinished_rounds(tmp_path):
-    from fedaudit.positions import drop_unfinished_rounds
+    from fedaudit.rundir.client_models import drop_unfinished_rounds
 
     for r in (1, 2, 3):
         save_client_models(tmp_path, r, {0: _state(r), 1: _state(r)}, "all")

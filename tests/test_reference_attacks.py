@@ -172,7 +172,7 @@ def _scenario(*sets):
 
 def test_split_keeps_nonmembers_population_and_reference_data_apart():
     from fedaudit.data import build_federated_data
-    from fedaudit.references import attack_split, plan_references
+    from fedaudit.audit.references import attack_split, plan_references
 
     for mode in ("offline", "online"):
         s = _scenario(f"attack.reference.mode={mode}")
@@ -203,7 +203,7 @@ def test_split_keeps_nonmembers_population_and_reference_data_apart():
 
 def test_cache_hit_trains_nothing_and_a_changed_recipe_retrains(tmp_path, monkeypatch):
     from fedaudit.data import build_federated_data
-    from fedaudit.references import attack_split, load_or_train
+    from fedaudit.audit.references import attack_split, load_or_train
 
     monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path / "cache"))
     cpu = torch.device("cpu")
@@ -231,7 +231,7 @@ def test_reference_training_is_the_clients_code_and_deterministic():
     """A reference federation is FedAvg of train_local over the partitioned ids: same seed,
     same weights; two seeds differ."""
     from fedaudit.data import build_federated_data
-    from fedaudit.references import train_reference
+    from fedaudit.audit.references import train_reference
 
     s = _scenario()
     d = build_federated_data(s)
@@ -297,7 +297,7 @@ def test_reference_training_under_central_dp_clips_and_noises_like_flower():
     mean; noise 0 gives exactly that mean, noise > 0 moves it by noise of the right size."""
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
-    from fedaudit.references import _add_noise, _clip_update, train_reference
+    from fedaudit.audit.references import _add_noise, _clip_update, train_reference
 
     start = {"w": torch.zeros(4, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
     state = {"w": torch.tensor([3.0, 0.0, 0.0, 0.0], dtype=torch.float64),
@@ -334,7 +334,7 @@ def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from fedaudit.references import AttackSplit, ReferencePlan, References, reference_signals
+    from fedaudit.audit.references import AttackSplit, ReferencePlan, References, reference_signals
 
     x = torch.arange(12, dtype=torch.float32).reshape(12, 1)
     data = SimpleNamespace(x=x.numpy(), y=np.zeros(12, dtype=np.int64), num_classes=2)

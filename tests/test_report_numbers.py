@@ -1,10 +1,10 @@
 """The report's ROC figure shows the numbers of the attack table beside it.
 
 No training: a fake finished run whose scores.npz is laid out like
-:func:`fedaudit.posttrain.post_training` writes it (one row per client and scored sample,
+:mod:`fedaudit.audit.stages.scores` writes it (one row per client and scored sample,
 the clients' non-members drawn from one holdout, so holdout samples repeat across clients)
 and whose results.json pooled metrics are :func:`fedaudit.metrics.membership_metrics` over
-the distinct samples, as :func:`fedaudit.posttrain.attack_target` computes them.
+the distinct samples, as :func:`fedaudit.audit.attack_loop.attack` computes them.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def write_scored_run(run_dir: Path, *, n_clients: int = 4, members: int = 60,
 def _render(run_dir: Path, monkeypatch) -> tuple[str, dict]:
     """The report's HTML and the matplotlib figures it embedded, by key."""
     from fedaudit.report import registry, render_html
-    from fedaudit.rundata import load_run
+    from fedaudit.rundir.reading import load_run
 
     figs, png = [], registry._png
 
@@ -131,7 +131,7 @@ def test_fake_run_discriminates_the_old_behaviour(tmp_path):
 
 
 def test_roc_legend_and_note_match_the_attack_table(tmp_path, monkeypatch):
-    from fedaudit.rundata import method_label
+    from fedaudit.report.format import method_label
 
     info = write_scored_run(tmp_path / "run")
     text, figs = _render(tmp_path / "run", monkeypatch)
@@ -158,7 +158,7 @@ def test_roc_legend_and_note_match_the_attack_table(tmp_path, monkeypatch):
 def test_roc_legend_without_pooled_metrics_uses_fedaudit_metrics(tmp_path, monkeypatch):
     """An older results.json without ``attacks``: the legend is recomputed by
     fedaudit.metrics on the distinct samples, and the note still counts non-members."""
-    from fedaudit.rundata import method_label
+    from fedaudit.report.format import method_label
 
     info = write_scored_run(tmp_path / "run", pooled=False)
     text, figs = _render(tmp_path / "run", monkeypatch)
@@ -173,6 +173,6 @@ def test_roc_legend_without_pooled_metrics_uses_fedaudit_metrics(tmp_path, monke
 @pytest.mark.parametrize("name, label", [("loss", "LOSS"), ("resmia", "Res-MIA"),
                                          ("mentropy", "m-entropy"), ("my-attack", "my-attack")])
 def test_method_label_comes_from_the_attack_registry(name, label):
-    from fedaudit.rundata import method_label
+    from fedaudit.report.format import method_label
 
     assert method_label(name) == label

@@ -358,7 +358,7 @@ SHARED_CIFAR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 def test_paper_scenarios_pass_preflight_with_the_cifar10_copy(name):
     if not SHARED_CIFAR.is_file():
         pytest.skip("../shared/data/cifar10-jpeg-10k.npz is absent (a user's clone)")
-    from fedaudit.preflight import validate_all
+    from fedaudit.config.preflight import validate_all
 
     overrides = ["data.dataset=npz", f"data.path={SHARED_CIFAR}"]
     if not torch.cuda.is_available():
@@ -370,7 +370,7 @@ def test_paper_scenarios_pass_preflight_with_the_cifar10_copy(name):
 
 
 def test_preflight_checks_resmia_options_against_the_image_size():
-    from fedaudit.preflight import validate_all
+    from fedaudit.config.preflight import validate_all
 
     with pytest.raises(ScenarioError, match=r"attack.resmia: steps must be an integer in "
                                             r"\[1, 3\] .* 8x8 image, got 4 \(the data's "

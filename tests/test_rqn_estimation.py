@@ -165,16 +165,6 @@ def test_membership_features_against_numpy_float64():
         membership_features(np.full((2, 2), np.nan), np.array([0, 1]))
 
 
-class _Recorder:
-    def __init__(self, paths):
-        self.checkpoints = paths
-
-
-class _Quiet:
-    def step(self, *args, **kwargs):
-        pass
-
-
 def test_quantization_audit_estimates_r_per_run_and_reports_the_median(tmp_path):
     # two runs of three checkpoints each (random perturbations of one initial model): every
     # run is quantized on its own release's grid, keeps its 2 lowest-loss candidates, and
@@ -182,7 +172,8 @@ def test_quantization_audit_estimates_r_per_run_and_reports_the_median(tmp_path)
     import fedaudit
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
-    from fedaudit.posttrain import quantization_audit
+    from fedaudit.audit import AuditContext, Trajectory
+    from fedaudit.audit.stages.quantization import Quantization
     from fedaudit.training import per_sample_losses
 
     scenario = fedaudit.validate("quickstart", [
@@ -201,8 +192,11 @@ def test_quantization_audit_estimates_r_per_run_and_reports_the_median(tmp_path)
             traj.append(sd)
             paths.append(path)
         trajectories.append(traj)
-        recorders.append(_Recorder(paths))
-    entries, releases = quantization_audit(scenario, data, recorders, torch.device("cpu"), _Quiet())
+        recorders.append(Trajectory(tuple(paths), traj[-1]))
+    ctx = AuditContext(scenario, data, torch.device("cpu"), tmp_path, {}, recorders[0],
+                       tuple(recorders[1:]))
+    Quantization().run(ctx)
+    entries, releases = ctx.results["quantization"], ctx.releases
 
     model = model_for(scenario.model, data, seed=0)
     xt, yt = data.x[data.test], data.y[data.test]

@@ -6,13 +6,17 @@ weighs clients uniformly, which Flower wrapper goes around the strategy (by name
 wrappers themselves live in :mod:`strategies.defenses`, the only Flower code), what the
 scenario must satisfy, and its privacy accounting for results.json.  No other module
 branches on the kind.  The built-in kinds: ``none``, ``dp-sgd``, ``dp-server``,
-``dp-client``, ``clip`` (docs/algorithms.md section 6).
+``dp-client``, ``clip`` (docs/algorithms.md section 6), one module each in this folder: a new kind is a new
+file (or a class registered anywhere, e.g. a notebook cell).
 """
 
 from __future__ import annotations
 
 from fedaudit.defenses.base import DEFENSES, Defense, get_defense, register_defense
-from fedaudit.defenses import central, clip, dpsgd, none  # noqa: F401 - they register
 from fedaudit.defenses.summary import defense_summary
+from fedaudit.registry import import_submodules
+
+import_submodules(__name__, __path__, first=("none", "dpsgd", "central", "clip"))
+DEFENSES.mark_builtin()
 
 __all__ = ["DEFENSES", "Defense", "defense_summary", "get_defense", "register_defense"]

@@ -13,10 +13,14 @@ from fedaudit.scenario import DefenseConfig, Scenario
 DEFENSES: Registry[str, "Defense"] = Registry("defense", name_pattern=r"[a-z][a-z0-9-]*")
 
 
-def register_defense(cls: type["Defense"]) -> type["Defense"]:
-    """Class decorator: register an instance of ``cls`` under ``cls.kind``."""
-    DEFENSES.register(cls.kind, cls(), replace=True)
-    return cls
+def register_defense(cls: type["Defense"] | None = None, *, replace: bool = False):
+    """Class decorator: register an instance of ``cls`` under ``cls.kind`` (a kind that
+    other code registered needs ``replace=True``; re-registering the same class, as a
+    module reload does, replaces it)."""
+    def add(c: type["Defense"]) -> type["Defense"]:
+        DEFENSES.register(c.kind, c(), replace=replace)
+        return c
+    return add if cls is None else add(cls)
 
 
 def get_defense(kind: str) -> "Defense":
@@ -41,7 +45,7 @@ class Defense:
     #: is noted)
     accounted: ClassVar[bool] = False
     #: what the server receives from a client under this defense (the model the curious
-    #: server attacks, :mod:`fedaudit.positions`)
+    #: server attacks, :mod:`fedaudit.audit.targets.client_models`)
     server_sees: ClassVar[str] = "each client's local model, as sent"
     #: the one-run DP audit of this kind (``[audit.dp]``, :mod:`fedaudit.dp_audit`):
     #: "sample" (canary samples in the clients' data), "client" (canary clients) or None

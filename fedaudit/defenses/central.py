@@ -8,7 +8,7 @@ import math
 
 from fedaudit.defenses.base import Defense, register_defense
 from fedaudit.defenses.options import GAUSSIAN
-from fedaudit.privacy import gaussian_epsilon, json_epsilon
+from fedaudit.defenses.accounting import gaussian_epsilon, json_epsilon
 
 
 class _CentralDP(Defense):

@@ -7,7 +7,7 @@ from typing import Iterable
 
 from fedaudit.defenses.base import Defense, register_defense
 from fedaudit.defenses.options import GAUSSIAN
-from fedaudit.privacy import dpsgd_epsilon, json_epsilon
+from fedaudit.defenses.accounting import dpsgd_epsilon, json_epsilon
 
 
 def per_client_steps(rounds: Iterable[dict],

@@ -67,8 +67,9 @@ def lab_run(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = (),
 def run_scenario(r: Run) -> Scenario:
     """The resolved scenario a run directory holds (its scenario.toml)."""
     from fedaudit.config import load_scenario
+    from fedaudit.rundir.layout import SCENARIO_NAME
 
-    return load_scenario(str(r.dir / "scenario.toml"))
+    return load_scenario(str(r.dir / SCENARIO_NAME))
 
 
 @dataclass(frozen=True)
@@ -90,39 +91,41 @@ class Target:
     scenario: Scenario
 
 
+def _context(r: Run):
+    """The audit's context of a finished run: its scenario, data and trajectory."""
+    from fedaudit.audit import AuditContext, Trajectory
+    from fedaudit.data import build_federated_data
+    from fedaudit.rundir import load_checkpoint
+    from fedaudit.rundir.layout import checkpoint_path
+    from fedaudit.training import pick_device
+
+    scenario = run_scenario(r)
+    rounds = len(r.results["rounds"])
+    paths = tuple(checkpoint_path(r.dir, k) for k in range(1, rounds + 1))
+    return AuditContext(scenario, build_federated_data(scenario), pick_device("cpu"), r.dir,
+                        r.results, Trajectory(paths, load_checkpoint(paths[-1])))
+
+
 def load_target(r: Run, round_: int | None = None) -> Target:
     """The attacker's view of a finished run: an oracle on the global model after
     ``round_`` (default the last round) and the pooled audit set of the run's attacks."""
-    from attacks import Oracle
-    from fedaudit.attack_sets import attack_sets, pooled_audit_set
-    from fedaudit.data import build_federated_data
-    from fedaudit.models import model_for
-    from fedaudit.references import attack_split
-    from fedaudit.rundir import checkpoint_path, load_checkpoint
-
-    scenario = run_scenario(r)
-    data = build_federated_data(scenario)
-    rounds = len(r.results["rounds"])
+    ctx = _context(r)
+    rounds = len(ctx.trajectory.checkpoints)
     round_ = rounds if round_ is None else round_
     if not 1 <= round_ <= rounds:
         raise ValueError(f"round_ must be between 1 and {rounds}, got {round_}")
-    model = model_for(scenario.model, data, seed=scenario.seed)
-    model.load_state_dict(load_checkpoint(checkpoint_path(r.dir, round_)))
-    sets = attack_sets(scenario, data, attack_split(scenario, data).nonmember_pool)
-    ids, member = pooled_audit_set(sets)
-    owner = data.client_of()[ids]
-    return Target(Oracle(model, batch_size=scenario.attack.batch_size), data.x[ids],
-                  data.y[ids], ids, member, np.where(member == 1, owner, -1), data, scenario)
+    ids, member = ctx.pooled.ids, ctx.pooled.member
+    owner = ctx.data.client_of()[ids]
+    return Target(ctx.oracle(ctx.trajectory.state(round_)), ctx.data.x[ids], ctx.data.y[ids],
+                  ids, member, np.where(member == 1, owner, -1), ctx.data, ctx.scenario)
 
 
 def client_oracle(r: Run, client: int, round_: int | None = None):
     """An oracle on the model client ``client`` sent to the server in ``round_`` (default:
     the last round the run kept; needs ``attack.targets`` with ``clients``)."""
-    from attacks import Oracle
-    from fedaudit.data import build_federated_data
-    from fedaudit.models import model_for
-    from fedaudit.positions import CLIENT_MODELS, client_model_rounds
     from fedaudit.rundir import load_checkpoint
+    from fedaudit.rundir.client_models import client_model_rounds
+    from fedaudit.rundir.layout import client_model_path
 
     kept = client_model_rounds(r.dir)
     if not kept:
@@ -131,8 +134,4 @@ def client_oracle(r: Run, client: int, round_: int | None = None):
     round_ = max(kept) if round_ is None else round_
     if client not in kept.get(round_, []):
         raise ValueError(f"no model of client {client} kept for round {round_}; kept: {kept}")
-    scenario = run_scenario(r)
-    model = model_for(scenario.model, build_federated_data(scenario), seed=scenario.seed)
-    model.load_state_dict(load_checkpoint(
-        r.dir / CLIENT_MODELS / f"round-{round_:04d}" / f"client-{client:04d}.pt"))
-    return Oracle(model, batch_size=scenario.attack.batch_size)
+    return _context(r).oracle(load_checkpoint(client_model_path(r.dir, round_, client)))

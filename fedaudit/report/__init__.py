@@ -1,7 +1,7 @@
 """``fedaudit report RUN_DIR``: one self-contained, printable ``report.html`` per run.
 
 The report reads only the run directory (``results.json``, ``rounds.jsonl``,
-``gnq_samples.npz``, ``scores.npz``, ``scenario.toml``; :mod:`fedaudit.rundata`,
+``gnq_samples.npz``, ``scores.npz``, ``scenario.toml``; :mod:`fedaudit.rundir.reading`,
 README "What a run leaves") and embeds every figure as a base64 PNG (label histograms as tiny
 inline SVG), so the file opens offline, needs no JavaScript and prints with its own
 stylesheet (:mod:`fedaudit.report.style`).
@@ -30,7 +30,7 @@ from fedaudit.report import fig_gnq, fig_quantization, fig_positions  # noqa: F4
 from fedaudit.report.registry import FIGURES, render_figure
 from fedaudit.report.sections import SECTIONS, section_header
 from fedaudit.report.style import CSS
-from fedaudit.rundata import REPORT_NAME, RESULTS_NAME, RunData, load_run
+from fedaudit.rundir.reading import REPORT_NAME, RESULTS_NAME, RunData, load_run
 from fedaudit.rundir import atomic_write_text
 from fedaudit.version import __version__
 

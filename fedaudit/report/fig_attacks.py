@@ -2,7 +2,7 @@
 
 The ROC figure shows exactly the pooled numbers of the attack table beside it: its curves
 are :func:`fedaudit.metrics.roc_points` on the samples the pooled metrics of results.json
-were computed on (each distinct scored sample once, :func:`fedaudit.rundata.pooled_scores`),
+were computed on (each distinct scored sample once, :func:`fedaudit.rundir.reading.pooled_scores`),
 and its legend prints results.json's AUC and TPR at 1% FPR (recomputed with
 :func:`fedaudit.metrics.membership_metrics` on those samples only when results.json lacks
 them).
@@ -15,10 +15,9 @@ import math
 import numpy as np
 
 from fedaudit.metrics import membership_metrics, roc_points
-from fedaudit.report.format import fmt, fmt_g
+from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
 from fedaudit.report.registry import Absent, figure, method_colors, new_figure, not_run
-from fedaudit.rundata import (SCORES_NAME, RunData, method_label, num, ordered_methods,
-                              pooled_scores)
+from fedaudit.rundir.reading import SCORES_NAME, RunData, num, pooled_scores
 
 
 def _client_attacks(run: RunData) -> tuple[list[dict], list[str]]:

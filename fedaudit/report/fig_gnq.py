@@ -7,7 +7,7 @@ import numpy as np
 
 from fedaudit.report.format import short
 from fedaudit.report.registry import Absent, figure, new_figure, not_run, plain_log_ticks
-from fedaudit.rundata import RunData, num
+from fedaudit.rundir.reading import RunData, num
 
 
 @figure("gnq_update", "gnq", "Server-side GNQ of each client's update, per round",

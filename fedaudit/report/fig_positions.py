@@ -1,5 +1,5 @@
 """Report section "Attacker positions": the curious server's view per client and round,
-and the insider's view of the global model round by round (:mod:`fedaudit.positions`)."""
+and the insider's view of the global model round by round (:mod:`fedaudit.audit.targets`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from fedaudit.report.registry import Absent, figure, method_colors, new_figure, not_run
-from fedaudit.rundata import RunData, method_label, num, ordered_methods
+from fedaudit.report.format import method_label, ordered_methods
+from fedaudit.rundir.reading import RunData, num
 
 
 def _best_server_method(run: RunData) -> str | None:

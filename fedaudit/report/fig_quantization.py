@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from fedaudit.report.registry import figure, method_colors, new_figure, not_run, plain_log_ticks
-from fedaudit.rundata import RunData, method_label, num, ordered_methods
+from fedaudit.report.format import method_label, ordered_methods
+from fedaudit.rundir.reading import RunData, num
 
 
 def _rqn_entries(run: RunData) -> list[dict]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from fedaudit.report.registry import Absent, figure, new_figure, not_run
-from fedaudit.rundata import RunData, num
+from fedaudit.rundir.reading import RunData, num
 
 
 @figure("resmia_curves", "attacks", "Res-MIA confidence decay",

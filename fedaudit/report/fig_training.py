@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from fedaudit.report.registry import Absent, figure, new_figure
-from fedaudit.rundata import RunData, num
+from fedaudit.rundir.reading import RunData, num
 
 
 @figure("training", "training", "Training curves",

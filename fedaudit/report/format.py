@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fedaudit.rundata import num
+from attacks.registry import attack_label
+from fedaudit.rundir.reading import num
 
 
 def fmt(x: Any, digits: int = 3) -> str:
@@ -90,3 +91,22 @@ def auc_style(v: float | None) -> str:
         return ""
     a = min(1.0, (v - 0.5) / 0.25)
     return f' style="background:rgba(214,39,40,{0.08 + 0.5 * a:.2f})"'
+
+
+#: canonical order of attack methods (others follow alphabetically)
+METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia",
+                "fedmia")
+
+
+def method_label(name: str) -> str:
+    """The display name of an attack method: the ``label`` it was registered with
+    (:func:`attacks.register_attack`), else the name itself (a run made with an attack
+    this process does not know)."""
+    return attack_label(name)
+
+
+def ordered_methods(names: Any) -> list[str]:
+    """Attack method names in the canonical order, unknown ones after, alphabetically."""
+    names = list(dict.fromkeys(names))
+    known = [m for m in METHOD_ORDER if m in names]
+    return known + sorted(m for m in names if m not in METHOD_ORDER)

@@ -1,7 +1,7 @@
 """The figure registry of the report, and what every figure shares.
 
 Figures are small functions in a registry (:data:`FIGURES`, filled by :func:`figure`):
-each draws one matplotlib figure from a :class:`~fedaudit.rundata.RunData` or raises
+each draws one matplotlib figure from a :class:`~fedaudit.rundir.reading.RunData` or raises
 :class:`Absent` with the reason its data is missing (a disabled feature says "not run in
 this scenario").  :func:`render_figure` embeds a figure as a base64 PNG; a figure that
 fails unexpectedly is shown as an error box and the rest of the report is still written.
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fedaudit.report.format import short
-from fedaudit.rundata import METHOD_ORDER, RunData
+from fedaudit.report.format import METHOD_ORDER
+from fedaudit.rundir.reading import RunData
 
 log = logging.getLogger("fedaudit")
 

@@ -14,7 +14,8 @@ from typing import Callable
 
 from fedaudit.report.format import auc_style, fmt, fmt_g, sparkline, table, tpr_at_fpr
 from fedaudit.report.registry import not_run
-from fedaudit.rundata import RunData, method_label, num, ordered_methods
+from fedaudit.report.format import method_label, ordered_methods
+from fedaudit.rundir.reading import RunData, num
 
 
 def dp_audit_card(audit: dict) -> tuple[str, str, str]:

@@ -27,7 +27,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from fedaudit.config import from_toml
-from fedaudit import wire
+from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.models import model_for
 from fedaudit.scenario import FaultsConfig, Scenario

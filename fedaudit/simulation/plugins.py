@@ -6,8 +6,9 @@ in the driver.  :func:`client_app_with_plugins` returns a ClientApp whose first 
 registers those entries in the worker before the client trains.  The ClientApp travels to
 the workers pickled (Ray's cloudpickle); the plug-ins' own modules are pickled by value,
 so they need not be importable there (a notebook's ``__main__`` is pickled by value anyway).
-Attacks and quantizers run in the driver (post-training audit); they are carried too,
-because each client validates the scenario it receives, names included.
+Attacks, quantizers, target kinds and audit stages run in the driver (post-training
+audit); they are carried too, because each client validates the scenario it receives,
+names and tables included.
 Under ``flwr run`` / ``fedaudit deploy`` the ClientApp is loaded by name in other
 processes: there plug-ins must be importable modules that register on import.
 """
@@ -34,16 +35,21 @@ class PluginEntry:
 
 
 def _client_registries() -> dict[str, Any]:
-    """Every registry: the clients use datasets, models and kernels, and validate the
-    scenario (attack and quantizer names) they receive."""
+    """Every registry: the clients use datasets, models, kernels and defenses, and
+    validate the scenario they receive (attack, quantizer and target names, the tables of
+    audit stages)."""
     from attacks import ATTACKS
+    from fedaudit.audit.stages import STAGES
+    from fedaudit.audit.targets import TARGETS
     from fedaudit.data import DATASETS
+    from fedaudit.defenses import DEFENSES
     from fedaudit.gnq.kernels import KERNELS
     from fedaudit.models import MODELS
     from fedaudit.quant import QUANTIZERS
 
     return {"datasets": DATASETS, "models": MODELS, "kernels": KERNELS,
-            "quantizers": QUANTIZERS, "attacks": ATTACKS}
+            "quantizers": QUANTIZERS, "attacks": ATTACKS, "defenses": DEFENSES,
+            "targets": TARGETS, "stages": STAGES}
 
 
 def _code_of(key: Any, obj: Any) -> list[Any]:

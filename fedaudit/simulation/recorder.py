@@ -7,52 +7,24 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import torch
 from flwr.app import ArrayRecord
 
 from fedaudit.data import FederatedData
-from fedaudit.health import chance_level_warning
+from fedaudit.training.health import chance_level_warning
 from fedaudit.models import model_for
-from fedaudit.rundir import (append_jsonl, atomic_save_npz, atomic_torch_save,
-                             atomic_write_text, checkpoint_path)
-from fedaudit.positions import drop_unfinished_rounds, save_client_models
+from fedaudit.audit.context import Trajectory
+from fedaudit.rundir import append_jsonl, atomic_save_npz, atomic_torch_save, atomic_write_text
+from fedaudit.rundir.layout import checkpoint_path, gnq_round_path, rng_path, rounds_path
+from fedaudit.rundir.client_models import drop_unfinished_rounds, save_client_models
+from fedaudit.console.progress import Progress
 from fedaudit.scenario import Scenario
 from fedaudit.training import evaluate
 from strategies.auditing import RoundAudit
 
 log = logging.getLogger("fedaudit")
-
-
-class Progress(Protocol):
-    """What a run reports (:class:`fedaudit.progress.RichProgress` on the console)."""
-
-    def started(self, run_dir: Path) -> None: ...
-    def round_done(self, round_: int, record: dict) -> None: ...
-    def phase(self, text: str) -> None: ...
-    def step(self, name: str, done: int, total: int, info: str = "") -> None: ...
-    def warn(self, text: str) -> None: ...
-
-
-class _NoProgress:
-    """Progress to run.log only."""
-
-    def started(self, run_dir: Path) -> None:
-        pass
-
-    def round_done(self, round_: int, record: dict) -> None:
-        pass
-
-    def phase(self, text: str) -> None:
-        log.info(text)
-
-    def step(self, name: str, done: int, total: int, info: str = "") -> None:
-        pass
-
-    def warn(self, text: str) -> None:
-        pass  # the recorder has logged it
 
 
 class RunRecorder:
@@ -69,10 +41,10 @@ class RunRecorder:
                  subdir: str = "") -> None:
         self.scenario, self.data, self.run_dir = scenario, data, run_dir
         self.device, self.progress, self.train_seed = device, progress, train_seed
-        self.ckpt_dir = run_dir / "checkpoints" / subdir if subdir else run_dir / "checkpoints"
-        self.gnq_dir = run_dir / "gnq" / subdir if subdir else run_dir / "gnq"
+        self.subdir = subdir
+        self.ckpt_dir = checkpoint_path(run_dir, 1, subdir).parent
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        self.jsonl = run_dir / (f"rounds-{subdir}.jsonl" if subdir else "rounds.jsonl")
+        self.jsonl = rounds_path(run_dir, subdir)
         self.model = model_for(scenario.model, data, seed=train_seed)
         self.rounds: list[dict] = []
         self.checkpoints: list[Path] = []
@@ -88,19 +60,18 @@ class RunRecorder:
         for rec in read_jsonl(self.jsonl):
             if rec.get("round") != len(done) + 1:
                 break
-            if not (self.ckpt_dir / checkpoint_path(self.run_dir, rec["round"]).name).exists():
+            if not checkpoint_path(self.run_dir, rec["round"], self.subdir).exists():
                 break
             done.append(rec)
         # rewrite the log without a torn or orphan tail, so appends continue cleanly
         atomic_write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in done))
         self.rounds = done
-        if self.ckpt_dir == self.run_dir / "checkpoints":  # the released trajectory
+        if not self.subdir:  # the released trajectory
             drop_unfinished_rounds(self.run_dir, len(done))
-        self.checkpoints = [self.ckpt_dir / checkpoint_path(self.run_dir, r["round"]).name
-                            for r in done]
+        self.checkpoints = [checkpoint_path(self.run_dir, r["round"], self.subdir) for r in done]
         if done:
             self.current = load_checkpoint(self.checkpoints[-1])
-            rng = self.ckpt_dir / f"rng-{len(done):04d}.json"
+            rng = rng_path(self.run_dir, len(done), self.subdir)
             if rng.exists():
                 state = json.loads(rng.read_text())
                 random.setstate((state[0], tuple(state[1]), state[2]))
@@ -112,10 +83,11 @@ class RunRecorder:
         self.model.load_state_dict(self.current)
         acc, loss = evaluate(self.model, self.data.x[self.data.test], self.data.y[self.data.test],
                              device=self.device)
-        path = self.ckpt_dir / checkpoint_path(self.run_dir, round_).name
+        path = checkpoint_path(self.run_dir, round_, self.subdir)
         atomic_torch_save(self.current, path)
         # Python's RNG picks the clients of the next round (flwr's sample_nodes)
-        atomic_write_text(self.ckpt_dir / f"rng-{round_:04d}.json", json.dumps(random.getstate()))
+        atomic_write_text(rng_path(self.run_dir, round_, self.subdir),
+                          json.dumps(random.getstate()))
         self._save_client_gnq(round_, audit)
         self._save_client_models(round_, audit)
         self.checkpoints.append(path)
@@ -155,9 +127,13 @@ class RunRecorder:
         if self.progress is not None:
             self.progress.round_done(round_, record)
 
+    def trajectory(self) -> Trajectory:
+        """The global models of this training run, for the audit."""
+        return Trajectory(tuple(self.checkpoints), self.current)
+
     def _save_client_models(self, round_: int, audit: RoundAudit) -> None:
         """The clients' local models of the round (the curious server's view), kept only
-        for the rounds ``attack.rounds`` asks for (:func:`fedaudit.positions.client_model_dir`)."""
+        for the rounds ``attack.rounds`` asks for (:func:`fedaudit.rundir.client_models.save_client_models`)."""
         states = {c.partition_id: c.state for c in audit.clients if c.state is not None}
         if states:
             save_client_models(self.run_dir, round_, states, self.scenario.attack.rounds)
@@ -166,10 +142,11 @@ class RunRecorder:
         parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]
         if not parts:
             return
-        self.gnq_dir.mkdir(parents=True, exist_ok=True)
+        path = gnq_round_path(self.run_dir, round_, self.subdir)
+        path.parent.mkdir(parents=True, exist_ok=True)
         epochs = [c.gnq_epochs if c.gnq_epochs is not None and len(c.gnq_epochs) == len(c.gnq_ids)
                   else np.zeros(len(c.gnq_ids), np.int64) for c in parts]  # 0: not reported
-        atomic_save_npz(self.gnq_dir / f"round-{round_:04d}.npz",
+        atomic_save_npz(path,
                         sample_id=np.concatenate([c.gnq_ids for c in parts]).astype(np.int64),
                         client=np.concatenate([np.full(len(c.gnq_ids), c.partition_id)
                                                for c in parts]),
@@ -183,7 +160,7 @@ class RunRecorder:
         cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "epoch": [],
                                  "score": []}
         for rec in self.rounds:
-            path = self.gnq_dir / f"round-{rec['round']:04d}.npz"
+            path = gnq_round_path(self.run_dir, rec["round"], self.subdir)
             if not path.exists():
                 continue
             with np.load(path) as npz:

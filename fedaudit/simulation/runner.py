@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
 
 from fedaudit.config import to_toml
 from fedaudit.rundir import atomic_write_text, create_run_dir
+from fedaudit.rundir.layout import SCENARIO_NAME
+from fedaudit.rundir.runlog import run_logging
 from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
@@ -36,31 +36,6 @@ def backend_config(scenario: Scenario) -> dict:
             "init_args": init}
 
 
-@contextlib.contextmanager
-def run_logging(run_dir: Path, verbose: bool = False) -> Iterator[None]:
-    """Send fedaudit's and Flower's logs to ``run.log``; keep the terminal for progress."""
-    handler = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    flwr_logger = logging.getLogger("flwr")
-    ours = logging.getLogger("fedaudit")
-    saved = [(lg, lg.level, list(lg.handlers), lg.propagate) for lg in (flwr_logger, ours)]
-    try:
-        for lg in (flwr_logger, ours):
-            if not verbose:
-                lg.handlers = [h for h in lg.handlers if not isinstance(h, logging.StreamHandler)
-                               or isinstance(h, logging.FileHandler)]
-            lg.addHandler(handler)
-            lg.setLevel(logging.INFO)
-            lg.propagate = False
-        yield
-    finally:
-        for lg, level, handlers, propagate in saved:
-            lg.handlers = handlers
-            lg.setLevel(level)
-            lg.propagate = propagate
-        handler.close()
-
-
 def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
         verbose: bool = False, resume_dir: str | os.PathLike | None = None) -> tuple[Path, dict]:
     """Run a validated scenario; return (run directory, results).  With ``resume_dir``
@@ -78,7 +53,7 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
 
     if resume_dir is None:
         run_dir = create_run_dir(out, scenario.name)
-        atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
+        atomic_write_text(run_dir / SCENARIO_NAME, to_toml(scenario))
     else:
         run_dir = Path(resume_dir)
     if progress is not None:

@@ -13,13 +13,16 @@ from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedaudit.config import ScenarioError, load_scenario, to_toml
-from fedaudit import wire
+from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
-from fedaudit.results import add_defense_results, assemble_results
+from fedaudit.audit import Trajectory, run_audit
+from fedaudit.audit.results import add_defense_results, assemble_results
+from fedaudit.audit.targets import selected_kinds
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
-from fedaudit.simulation.recorder import Progress, RunRecorder, _NoProgress
+from fedaudit.rundir.layout import RESULTS_NAME, SCENARIO_NAME
+from fedaudit.console.progress import NoProgress, Progress
+from fedaudit.simulation.recorder import RunRecorder
 from fedaudit.simulation.strategy_factory import make_strategy
-from fedaudit.positions import keeps_client_models
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
@@ -64,6 +67,12 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
     return recorder
 
 
+def keeps_client_models(scenario: Scenario) -> bool:
+    """Whether a listed attack target needs every client's received model kept."""
+    return scenario.attack.enabled and any(k.keeps_client_models
+                                           for k in selected_kinds(scenario))
+
+
 def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:
     """Fail clearly (instead of waiting forever in flwr's sampler) when the federation has
     fewer SuperNodes than the scenario has clients."""
@@ -81,7 +90,7 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
             *, resume: bool = False) -> dict:
     """Run the whole scenario on ``grid``; return the results (also written to disk).
     With ``resume`` continue after the last finished round found in ``run_dir``."""
-    progress = progress or _NoProgress()
+    progress = progress or NoProgress()
     t0 = time.perf_counter()
     seed = scenario.seed
     torch.manual_seed(seed)
@@ -109,14 +118,13 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
 
     results = assemble_results(scenario, data, recorder, run_dir)
     add_defense_results(results, scenario, recorder, n_extra=len(extra))
-    from fedaudit.posttrain import post_training
-
-    timing = post_training(scenario, data, recorder, extra, run_dir, results, device, progress)
+    timing = run_audit(scenario, data, recorder.trajectory(), [r.trajectory() for r in extra],
+                       run_dir, results, device, progress)
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
     if resume:
         results["timing"]["resumed"] = True
-    atomic_write_json(run_dir / "results.json", results)
+    atomic_write_json(run_dir / RESULTS_NAME, results)
     progress.phase("done")
     return results
 
@@ -132,15 +140,15 @@ def main(grid: Grid, context: Context) -> None:
     (``[tool.flwr.app.config]`` or ``--run-config``).  The scenario and the SuperNode count
     are checked before the run directory is created, so a failed start leaves nothing; the
     run directory is printed as an absolute path and gets its report.html."""
-    from fedaudit.preflight import check_scenario
-    from fedaudit.simulation.runner import run_logging
+    from fedaudit.config.preflight import check_scenario
+    from fedaudit.rundir.runlog import run_logging
 
     cfg = context.run_config
     overrides = [s for s in str(cfg.get("set", "")).split(";") if s.strip()]
     scenario = check_scenario(load_scenario(str(cfg.get("scenario", "quickstart")), overrides))
     wait_for_nodes(grid, scenario.federation.num_clients)
     run_dir = create_run_dir(str(cfg.get("out", "runs")), scenario.name).resolve()
-    atomic_write_text(run_dir / "scenario.toml", to_toml(scenario))
+    atomic_write_text(run_dir / SCENARIO_NAME, to_toml(scenario))
     with run_logging(run_dir, verbose=True):
         execute(grid, scenario, run_dir)
         from fedaudit.report import write_report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import flwr.serverapp.strategy as flwr_strategies
 from flwr.app import MetricRecord
 
-from fedaudit import wire
+from strategies import wire
 from fedaudit.defenses import get_defense
 from fedaudit.scenario import Scenario
 from fedaudit.dp_audit.canaries import client_inclusion

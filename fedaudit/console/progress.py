@@ -2,12 +2,45 @@
 
 :class:`RichProgress` implements the ``Progress`` protocol the simulation reports to
 (``round_done``, ``phase``, ``step``, ``warn``, ``started``) and remembers where the run is,
-for the one line a Ctrl-C prints (:mod:`fedaudit.interrupt`).
+for the one line a Ctrl-C prints (:mod:`fedaudit.console.interrupt`).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Protocol
+
+log = logging.getLogger("fedaudit")
+
+
+class Progress(Protocol):
+    """What a run reports (:class:`fedaudit.console.progress.RichProgress` on the console)."""
+
+    def started(self, run_dir: Path) -> None: ...
+    def round_done(self, round_: int, record: dict) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def step(self, name: str, done: int, total: int, info: str = "") -> None: ...
+    def warn(self, text: str) -> None: ...
+
+
+class NoProgress:
+    """Progress to run.log only."""
+
+    def started(self, run_dir: Path) -> None:
+        pass
+
+    def round_done(self, round_: int, record: dict) -> None:
+        pass
+
+    def phase(self, text: str) -> None:
+        log.info(text)
+
+    def step(self, name: str, done: int, total: int, info: str = "") -> None:
+        pass
+
+    def warn(self, text: str) -> None:
+        pass  # the recorder has logged it
 
 
 class RichProgress:

@@ -43,7 +43,7 @@ def check_attack_options(scenario: Scenario, sample_shape: tuple[int, ...]) -> N
     if not scenario.attack.enabled:
         return
     from attacks.registry import ATTACKS
-    from fedaudit.attack_sets import attack_options
+    from fedaudit.audit.sets import attack_options
 
     for method, opts in attack_options(scenario).items():
         cost = ATTACKS.meta(method).get("cost")

@@ -1,4 +1,4 @@
-"""The run directory: creation under ``--out`` and crash-safe (atomic) writes.
+"""Run directories: creation under ``--out`` and crash-safe (atomic) writes.
 
 Every file is written to a temporary sibling and moved into place with ``os.replace``, so
 a crash leaves either the old or the new version, never half a file.
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+
+from fedaudit.rundir.layout import CHECKPOINTS_DIR
 
 
 def create_unique_dir(out: str | os.PathLike, stem: str) -> Path:
@@ -38,7 +40,7 @@ def create_unique_dir(out: str | os.PathLike, stem: str) -> Path:
 def create_run_dir(out: str | os.PathLike, name: str) -> Path:
     """A run directory ``out/<name>-<timestamp>`` with its ``checkpoints/`` folder."""
     path = create_unique_dir(out, name)
-    (path / "checkpoints").mkdir()
+    (path / CHECKPOINTS_DIR).mkdir()
     return path
 
 
@@ -108,10 +110,6 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def checkpoint_path(run_dir: Path, round_: int) -> Path:
-    return run_dir / "checkpoints" / f"round-{round_:04d}.pt"
 
 
 def append_jsonl(path: str | os.PathLike, obj: Any) -> None:

@@ -38,16 +38,18 @@ from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.summary import audit_summary, warning_message
 from fedaudit.models import model_for
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import DP_CANARIES_NAME
 from fedaudit.scenario import Scenario
 from fedaudit.training import per_sample_losses
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["add_dp_audit", "canary_scores", "client_audit", "lira_canary_scores",
-           "sample_audit", "DP_CANARIES_NAME"]
+__all__ = ["DpAudit", "add_dp_audit", "canary_scores", "client_audit", "lira_canary_scores",
+           "sample_audit"]
 
-DP_CANARIES_NAME = "dp_canaries.npz"
 
 
 def canary_scores(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
@@ -161,3 +163,44 @@ def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
         msg = warning_message(summary)
         log.warning("%s", msg)
         results["warnings"].append({"round": None, "message": msg})
+
+
+@register_stage
+class DpAudit(Stage):
+    """The one-run DP audit after the reference models (LiRA's statistic uses them when
+    the run trains them)."""
+
+    name = "dp-audit"
+    order = 300
+    writes = ("dp_audit",)
+
+    def enabled(self, scenario):
+        return scenario.audit.dp.canaries > 0
+
+    def check(self, scenario):
+        """The guesses fit in the canaries, and the defense has this audit level."""
+        from fedaudit.defenses import DEFENSES
+
+        a = scenario.audit.dp
+        k_plus, k_minus = a.guess_counts()
+        if k_plus + k_minus > a.canaries:
+            return (f"audit.dp.k_plus + audit.dp.k_minus = {k_plus + k_minus}: more guesses "
+                    f"than audit.dp.canaries ({a.canaries})")
+        if k_plus + k_minus == 0:
+            return "audit.dp.k_plus = audit.dp.k_minus = 0: the audit needs at least one guess"
+        kind = scenario.defense.kind
+        level = DEFENSES.get(kind).dp_audit
+        if level is None:
+            allowed = [k for k in DEFENSES.names() if DEFENSES.get(k).dp_audit]
+            return (f"audit.dp.canaries = {a.canaries}: defense.kind = {kind!r} has no DP "
+                    "audit; allowed: " + ", ".join(allowed))
+        if a.level != level:
+            return (f"audit.dp.level = {a.level!r}: defense.kind = {kind!r} is audited at the "
+                    f"{level} level; allowed: 'auto', {level!r}")
+        return None
+
+    def run(self, ctx: AuditContext) -> None:
+        ctx.progress.phase("DP audit")
+        refs = ctx.references.states if ctx.references is not None else None
+        add_dp_audit(ctx.results, ctx.scenario, ctx.data, ctx.trajectory.final, ctx.run_dir,
+                     ctx.device, references=refs)

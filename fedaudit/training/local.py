@@ -19,7 +19,7 @@ from fedaudit.scenario import GnqConfig, TrainConfig
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
     """Independent, reproducible stream per (training seed, round, client): the seed of a
     client's local training in that round (the Flower clients and the reference
-    federations of :mod:`fedaudit.references` alike)."""
+    federations of :mod:`fedaudit.audit.references` alike)."""
     return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 
@@ -128,7 +128,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     per-sample gradient to ``clip_norm``, sums, adds N(0, (noise_multiplier *
     clip_norm)^2) and divides by the expected batch size.  The result reports the steps
     taken and q, from which the server accounts the client's epsilon over all its rounds
-    (:mod:`fedaudit.privacy`).  ``optimizer`` / ``momentum`` / ``weight_decay`` act on the
+    (:mod:`fedaudit.defenses.accounting`).  ``optimizer`` / ``momentum`` / ``weight_decay`` act on the
     noised gradient (post-processing).
 
     Determinism: the Poisson sampler and the noise use two torch Generators seeded from

@@ -1,27 +1,13 @@
 """A finished run directory: its layout, and loading it (shared by report, compare, sweep).
 
-``fedaudit run`` leaves one directory per run (README "What a run leaves"; docs/architecture.md
-section 2)::
-
-    <name>-<YYYYmmdd-HHMMSS>/
-        scenario.toml        the resolved scenario (every default filled in)
-        rounds.jsonl         one JSON object per finished round
-        checkpoints/         round-NNNN.pt (global model), rng-NNNN.json (sampler state)
-        gnq/round-NNNN.npz   client-side per-sample GNQ as it arrived (audit.gnq.client)
-        gnq_samples.npz      all rounds' client-side GNQ: sample_id, client, round, epoch,
-                             score, canary (audit.gnq.client)
-        scores.npz           every attack score: target, method, sample_id, client, member,
-                             score (attack.enabled)
-        results.json         the summary; its presence marks a finished run
-        report.html          the report (unless --no-report)
-        run.log              Flower's and fedaudit's log
+The layout (file names) is :mod:`fedaudit.rundir.layout`.
 
 ``scores.npz`` holds one row per (target, method, client, scored sample): every client's
 members against that client's class-matched holdout non-members.  The clients draw their
 non-members from one holdout, so a holdout sample may appear in several clients' rows.  The
 pooled metrics in results.json (``attacks``, ``quantization[].attacks``) count every
 distinct scored sample once -- all members against the union of the clients' non-members
-(:func:`fedaudit.posttrain.attack_target`); :func:`pooled_scores` gives exactly those
+(:func:`fedaudit.audit.attack_loop.attack`); :func:`pooled_scores` gives exactly those
 samples.
 
 :func:`load_run` reads ``results.json`` (falling back to ``rounds.jsonl`` and
@@ -38,42 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from attacks.registry import attack_label
-from fedaudit.config import ScenarioError, sections_to_toml
-from fedaudit.rundir import read_jsonl
-
-# ---- the layout --------------------------------------------------------------------------
-
-RESULTS_NAME = "results.json"
-SCORES_NAME = "scores.npz"
-ROUNDS_NAME = "rounds.jsonl"
-GNQ_SAMPLES_NAME = "gnq_samples.npz"
-SCENARIO_NAME = "scenario.toml"
-LOG_NAME = "run.log"
-REPORT_NAME = "report.html"
-CHECKPOINTS_DIR = "checkpoints"
-#: any of these marks a (possibly unfinished) run directory
-RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
-
-# ---- attack methods ----------------------------------------------------------------------
-
-#: canonical order of attack methods (others follow alphabetically)
-METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia",
-                "fedmia")
-
-
-def method_label(name: str) -> str:
-    """The display name of an attack method: the ``label`` it was registered with
-    (:func:`attacks.register_attack`), else the name itself (a run made with an attack
-    this process does not know)."""
-    return attack_label(name)
-
-
-def ordered_methods(names: Any) -> list[str]:
-    """Attack method names in the canonical order, unknown ones after, alphabetically."""
-    names = list(dict.fromkeys(names))
-    known = [m for m in METHOD_ORDER if m in names]
-    return known + sorted(m for m in names if m not in METHOD_ORDER)
+from fedaudit.errors import ScenarioError
+from fedaudit.rundir.files import read_jsonl
+from fedaudit.rundir.layout import (CHECKPOINTS_DIR, GNQ_SAMPLES_NAME, LOG_NAME,  # noqa: F401
+                                    REPORT_NAME, RESULTS_NAME, ROUNDS_NAME, RUN_MARKERS,
+                                    SCENARIO_NAME, SCORES_NAME)
+from fedaudit.scenario import sections_to_toml
 
 
 def num(x: Any) -> float | None:

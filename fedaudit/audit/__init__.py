@@ -1,0 +1,47 @@
+"""The audit after the last round: a pipeline of stages over targets.
+
+- :mod:`~fedaudit.audit.context`: :class:`AuditContext`, what the stages share (scenario,
+  data, the released trajectory, the attack split and audit sets, what earlier stages
+  produced) and :class:`Trajectory`;
+- :mod:`~fedaudit.audit.targets`: :class:`Target` and the registry of target kinds
+  (``attack.targets``: ``global``, ``quantized``, ``rounds``, ``clients``);
+- :mod:`~fedaudit.audit.attack_loop`: the one attack loop (target -> oracle -> scores ->
+  metrics -> :class:`ScoreRows`);
+- :mod:`~fedaudit.audit.stages`: :class:`Stage`, the registry and the built-in stages
+  (quantization and r_Qn, reference models, DP audit, attacks, Res-MIA curves, GNQ-attack
+  link, attacker positions, scores.npz);
+- :mod:`~fedaudit.audit.sets`, :mod:`~fedaudit.audit.references`,
+  :mod:`~fedaudit.audit.results`: the audit sets, the reference federations, results.json
+  up to the stages.
+
+:func:`run_audit` runs the stages on a finished training run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedaudit.audit.attack_loop import ScoreRows, TargetResult, attack
+from fedaudit.audit.context import AuditContext, Trajectory
+from fedaudit.audit.stages import STAGES, Stage, register_stage, run_stages
+from fedaudit.audit.targets import TARGETS, Target, TargetKind, register_target
+from fedaudit.console.progress import NoProgress, Progress
+from fedaudit.data import FederatedData
+from fedaudit.scenario import Scenario
+
+__all__ = ["STAGES", "TARGETS", "AuditContext", "ScoreRows", "Stage", "Target", "TargetKind",
+           "TargetResult", "Trajectory", "attack", "register_stage", "register_target",
+           "run_audit"]
+
+
+def run_audit(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
+              extra: list[Trajectory], run_dir: Path, results: dict[str, Any],
+              device: torch.device, progress: Progress | None = None) -> dict[str, float]:
+    """Every enabled stage on a finished training run, filling ``results``; the seconds
+    spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``)."""
+    ctx = AuditContext(scenario, data, device, Path(run_dir), results, trajectory,
+                       tuple(extra), progress or NoProgress())
+    return run_stages(ctx)

@@ -1,0 +1,138 @@
+"""The one attack loop: target -> oracle -> scores -> metrics -> score rows.
+
+:func:`attack` runs a target's methods on its samples (:func:`attacks.membership.evaluate_attacks`
+with the scenario's attack options), computes the pooled metrics over the distinct scored
+samples and, for a target scored on every client, each client's metrics on its own set;
+:class:`ScoreRows` are what scores.npz stores.  Every target kind and every stage that
+attacks a model goes through here.  The attacker holds the oracle only (probabilities).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from attacks.membership import evaluate_attacks
+from attacks.registry import ATTACKS, needs_references
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.sets import result_metrics
+from fedaudit.audit.targets.base import ScoreRows, Target, TargetResult
+from fedaudit.metrics import membership_metrics
+from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import SCORES_NAME
+
+log = logging.getLogger("fedaudit")
+
+__all__ = ["AttackTracker", "ScoreRows", "TargetResult", "attack", "write_scores"]
+
+
+class AttackTracker:
+    """Progress of the attack phase in samples (target x scored sample), advanced after
+    each method by its share of the target's oracle queries (Res-MIA costs K + 1 per
+    sample, the baselines 1), so the ETA follows the real cost; one line per finished
+    (target, method) in run.log."""
+
+    def __init__(self, ctx: AuditContext, targets: list[Target]) -> None:
+        self.progress, self.targets = ctx.progress, targets
+        self.cost = _queries_per_sample(ctx, {m for t in targets for m in t.methods})
+        self.size = [len(ctx.sets[t.client].ids) if t.client is not None
+                     else len(ctx.pooled.ids) for t in targets]
+        self.total = float(sum(self.size))
+        self.done, self.index, self.t0 = 0.0, 0, time.perf_counter()
+
+    def start(self, index: int) -> None:
+        self.index = index
+        self._show(self.targets[index].methods[0])
+
+    def _show(self, method: str) -> None:
+        t = self.targets[self.index]
+        self.progress.step("attacks", round(self.done), round(self.total),
+                           f"{t.name} ({self.index + 1}/{len(self.targets)}): {method}")
+
+    def method_done(self, method: str, seconds: float) -> None:
+        t, n = self.targets[self.index], self.size[self.index]
+        self.done += n * self.cost[method] / sum(self.cost[m] for m in t.methods)
+        eta = (time.perf_counter() - self.t0) / self.done * (self.total - self.done)
+        log.info("attack %s on %s: %d samples in %.1f s; %d of %d samples done, eta %.0f s",
+                 method, t.name, n, seconds, round(self.done), round(self.total), eta)
+        nxt = t.methods.index(method) + 1
+        self._show(t.methods[nxt] if nxt < len(t.methods) else "done")
+
+    def finish(self) -> None:
+        self.progress.step("attacks", round(self.total), round(self.total), "done")
+
+
+def _queries_per_sample(ctx: AuditContext, methods: set[str]) -> dict[str, float]:
+    """Oracle queries per sample of each method (for the ETA only): the ``cost`` an attack
+    declared at registration, else 1."""
+    out = {}
+    for m in methods:
+        cost = ATTACKS.meta(m).get("cost")
+        try:
+            out[m] = float(cost(ctx.data.x.shape[1:], **ctx.attack_options.get(m, {}))) \
+                if cost else 1.0
+        except Exception:  # noqa: BLE001 - an estimate; the attack itself reports bad options
+            out[m] = 1.0
+    return out
+
+
+def attack(ctx: AuditContext, target: Target, tracker: AttackTracker | None = None) -> TargetResult:
+    """Every method of ``target`` on its samples; pooled and per-client metrics; rows."""
+    if target.client is None:
+        ids, member = ctx.pooled.ids, ctx.pooled.member
+    else:
+        s = ctx.sets[target.client]
+        ids, member = s.ids, s.member
+    # the references first: computing their signals loads their states into the audit's
+    # model object, which then takes the target's
+    refs = target.references(ids) if target.references is not None else None
+    oracle = ctx.oracle(target.load())
+    x, y = ctx.samples(ids)
+    raw = evaluate_attacks(oracle, x, y, member, target.methods, ctx.attack_options,
+                           on_method=tracker.method_done if tracker is not None else None,
+                           references=refs)
+    res = TargetResult(target, ids, member, raw, {})
+    for method, r in raw.items():
+        pooled = result_metrics(r["metrics"])
+        pooled["queries_per_sample"] = r["queries_per_sample"]
+        pooled["seconds_per_sample"] = r["seconds_per_sample"]
+        if needs_references(method) and refs is not None:
+            pooled["reference_models"] = int(refs.probs.shape[0])
+        res.pooled[method] = pooled
+    if target.client is not None:
+        res.rows = [ScoreRows(target.name, m, ids, np.full(len(ids), target.client), member,
+                              r["scores"]) for m, r in raw.items()]
+    elif not target.per_client:
+        res.rows = [ScoreRows(target.name, m, ids, np.full(len(ids), -1), member, r["scores"])
+                    for m, r in raw.items()]
+    else:
+        _per_client(ctx, res)
+    return res
+
+
+def _per_client(ctx: AuditContext, res: TargetResult) -> None:
+    """Each client's metrics on its own set, sliced from the pooled scores."""
+    res.clients = [{} for _ in ctx.sets]
+    for method, r in res.raw.items():
+        for c, (s, pos) in enumerate(zip(ctx.sets, ctx.pooled.positions)):
+            scores, mem = r["scores"][pos], s.member
+            res.clients[c][method] = result_metrics(membership_metrics(scores, mem))
+            res.rows.append(ScoreRows(res.target.name, method, s.ids, np.full(len(pos), c),
+                                      mem, scores))
+
+
+def write_scores(ctx: AuditContext) -> None:
+    """scores.npz from every row the stages produced (nothing when there are none)."""
+    rows = ctx.scores
+    if not rows:
+        return
+    atomic_save_npz(
+        ctx.run_dir / SCORES_NAME,
+        target=np.concatenate([np.full(len(r.sample_id), r.target) for r in rows]).astype(str),
+        method=np.concatenate([np.full(len(r.sample_id), r.method) for r in rows]).astype(str),
+        sample_id=np.concatenate([r.sample_id for r in rows]).astype(np.int64),
+        client=np.concatenate([r.client for r in rows]).astype(np.int64),
+        member=np.concatenate([r.member for r in rows]).astype(np.int8),
+        score=np.concatenate([r.score for r in rows]).astype(np.float64))

@@ -1,0 +1,51 @@
+"""The membership attacks on every target kind ``attack.targets`` lists (in the target
+registry's order): each kind's targets through the one attack loop
+(:func:`fedaudit.audit.attack_loop.attack`), then the kind records its results.json entries
+and score rows (docs/algorithms.md sections 3-5, 9)."""
+
+from __future__ import annotations
+
+from attacks.registry import server_view
+from fedaudit.audit.attack_loop import AttackTracker, attack
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.targets import selected_kinds
+
+
+@register_stage
+class Attacks(Stage):
+    name = "attacks"
+    order = 400
+    writes = ("attacks", "clients[].attacks", "clients[].attack_set", "quantization[].attacks",
+              "rqn_vs_attack", "round_attacks", "server_view")
+
+    def enabled(self, scenario):
+        return scenario.attack.enabled
+
+    def check(self, scenario):
+        """A server-view attack (FedMIA) needs the clients' models; every listed kind
+        its own requirements."""
+        a = scenario.attack
+        server = [m for m in a.methods if server_view(m)]
+        if server and "clients" not in a.targets:
+            return (f"attack.methods lists {', '.join(server)}, which attacks the clients' "
+                    "models as the server receives them: add 'clients' to attack.targets")
+        for kind in selected_kinds(scenario):
+            problem = kind.check(scenario)
+            if problem:
+                return problem
+        return None
+
+    def run(self, ctx: AuditContext) -> None:
+        planned = [(kind, kind.targets(ctx)) for kind in selected_kinds(ctx.scenario)]
+        tracker = AttackTracker(ctx, [t for _, targets in planned for t in targets])
+        index = 0
+        for kind, targets in planned:
+            results = []
+            for target in targets:
+                tracker.start(index)
+                results.append(attack(ctx, target, tracker))
+                index += 1
+            ctx.attacked[kind.name] = results
+            ctx.scores += kind.record(ctx, results)
+        tracker.finish()

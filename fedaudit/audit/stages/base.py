@@ -1,0 +1,95 @@
+"""Audit stages: the work after the last round, as registered steps run in order over one
+:class:`~fedaudit.audit.context.AuditContext` (:func:`run_stages`).
+
+A :class:`Stage` declares when it runs (:meth:`~Stage.enabled`, from the scenario alone),
+what the scenario must satisfy then (:meth:`~Stage.check`, run by the scenario's
+validation), the scenario tables it adds (:attr:`~Stage.options`: ``{"table": {key:
+Field}}``, read with ``scenario.stages["table"]``), the results.json keys it writes
+(:attr:`~Stage.writes`) and its place (:attr:`~Stage.order`).  The built-in stages, in
+order: quantization and r_Qn (100), reference models (200), the one-run DP audit (300),
+the attacks on every listed target (400), Res-MIA's confidence curves (500), the GNQ-attack
+link (600), the attacker positions (800), plug-ins (default 900), scores.npz (1000).  A
+new stage is one class with ``@register_stage``, in a file or a notebook cell.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fedaudit.options import Field
+from fedaudit.registry import Registry
+from fedaudit.scenario import Scenario
+
+if TYPE_CHECKING:
+    from fedaudit.audit.context import AuditContext
+
+__all__ = ["STAGES", "Stage", "ordered_stages", "register_stage", "run_stages"]
+
+
+class Stage:
+    """One step of the audit after training."""
+
+    #: the registry key
+    name: ClassVar[str]
+    #: stages run by increasing order (ties: registration order)
+    order: ClassVar[int] = 900
+    #: scenario tables the stage declares: ``{"dotted.table": {key: Field}}``
+    options: ClassVar[Mapping[str, Mapping[str, Field]]] = {}
+    #: the results.json keys it writes
+    writes: ClassVar[tuple[str, ...]] = ()
+    #: which results.json ``timing`` entry its seconds count towards
+    timing: ClassVar[str] = "attack_seconds"
+
+    def enabled(self, scenario: Scenario) -> bool:
+        """Whether the stage runs for ``scenario``."""
+        return True
+
+    def check(self, scenario: Scenario) -> str | None:
+        """What an enabled stage needs of the scenario (a one-line message, or None)."""
+        return None
+
+    def run(self, ctx: "AuditContext") -> None:
+        raise NotImplementedError
+
+
+def _check(name: str, stage: Any, meta: dict) -> None:
+    if not isinstance(stage, Stage):
+        raise TypeError(f"stage {name!r} must be a Stage instance")
+    for table, fields in stage.options.items():
+        bad = [k for k, f in fields.items() if not isinstance(f, Field)]
+        if bad:
+            raise TypeError(f"stage {name!r}: option {table}.{bad[0]} must be a "
+                            "fedaudit.options.Field (see fedaudit.options.option)")
+
+
+#: name -> stage
+STAGES: Registry[str, Stage] = Registry("audit stage", name_pattern=r"[a-z][a-z0-9_-]*",
+                                        check=_check)
+
+
+def register_stage(cls: type[Stage] | None = None, *, replace: bool = False):
+    """Class decorator: register an instance of a :class:`Stage` subclass under its
+    ``name`` (a taken name needs ``replace=True``)."""
+    def add(c: type[Stage]) -> type[Stage]:
+        STAGES.register(c.name, c(), replace=replace)
+        return c
+    return add if cls is None else add(cls)
+
+
+def ordered_stages() -> list[Stage]:
+    """Every registered stage in run order."""
+    return sorted(STAGES.values(), key=lambda s: s.order)
+
+
+def run_stages(ctx: "AuditContext") -> dict[str, float]:
+    """Run the enabled stages in order; the seconds spent per ``timing`` entry."""
+    timing = {"audit_seconds": 0.0, "attack_seconds": 0.0}
+    for stage in ordered_stages():
+        if not stage.enabled(ctx.scenario):
+            continue
+        t0 = time.perf_counter()
+        stage.run(ctx)
+        timing[stage.timing] = timing.get(stage.timing, 0.0) + time.perf_counter() - t0
+    return timing

@@ -1,0 +1,147 @@
+"""``clients``: each client's model as the server received it -- the curious server
+(docs/algorithms.md section 9).
+
+Each client's received model at the selected rounds (``attack.rounds``) is attacked on that
+client's own members against its class-matched non-members (before the wrapped strategy
+clips or noises anything: under ``dp-client`` the client already clipped it, under
+``dp-sgd`` it is the DP-trained model), with the single-model attacks and FedMIA, whose
+reference models are the other clients' models of the round (OUT for the client's
+samples).  The server keeps these models under ``client_models/``
+(:mod:`fedaudit.rundir.client_models`).
+
+FedMIA over several rounds: the mean over the rounds the server saw of the per-round
+scores ``log Pr[Z <= phi]`` (the authors' "averaged log LiRA"; the mean, not the sum,
+keeps clients seen in different numbers of rounds on one scale for the pooled metrics),
+reported as ``fedmia_combined``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attacks.reference import ReferenceSignals
+from attacks.registry import server_view, trains_references
+from fedaudit.audit.sets import result_metrics
+from fedaudit.audit.targets.base import (Target, TargetKind, register_target, selected_rounds,
+                                         single_model_methods)
+from fedaudit.defenses import get_defense
+from fedaudit.metrics import membership_metrics
+from fedaudit.rundir import load_checkpoint
+from fedaudit.rundir.client_models import client_model_rounds
+from fedaudit.rundir.layout import client_model_path
+
+#: fewest other clients in a round for FedMIA's per-sample Gaussian
+FEDMIA_MIN_OTHERS = 3
+
+
+class _RoundOutputs:
+    """Each kept client model's probabilities on every audit sample, computed once per
+    round on first use (FedMIA scores a client with the other clients' models of its
+    round: without this every model would be loaded again for each client)."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx, self.ids = ctx, ctx.pooled.ids
+        self._round: int | None = None
+        self._probs: dict[int, np.ndarray] = {}
+
+    def of(self, round_: int, client: int, sample_ids: np.ndarray) -> np.ndarray:
+        if round_ != self._round:  # one round at a time: bounded memory
+            self._round, self._probs = round_, {}
+        if client not in self._probs:
+            state = load_checkpoint(client_model_path(self.ctx.run_dir, round_, client))
+            self._probs[client] = self.ctx.oracle(state).predict_proba(self.ctx.data.x[self.ids])
+        return self._probs[client][np.searchsorted(self.ids, sample_ids)]
+
+    def signals(self, round_: int, others: list[int]):
+        """FedMIA's references for a client of ``round_``: the ``others``' outputs."""
+        x, y, k = self.ctx.data.x, self.ctx.data.y, self.ctx.data.num_classes
+        return lambda ids: ReferenceSignals(
+            np.stack([self.of(round_, o, ids) for o in others]), None, x[:0], y[:0],
+            np.zeros((len(others), 0, k)))
+
+
+@register_target
+class ClientModels(TargetKind):
+    name = "clients"
+    describe = "each client's model as the server received it (the curious server)"
+    keeps_client_models = True
+
+    def targets(self, ctx):
+        """One target per (round, client) the server kept, round by round (each round's
+        models are loaded once)."""
+        notes = ctx.notes.setdefault(self.name, _skipped_note(ctx.scenario))
+        available = client_model_rounds(ctx.run_dir)
+        single = single_model_methods(ctx.scenario)
+        server = tuple(m for m in ctx.scenario.attack.methods if server_view(m))
+        outputs = _RoundOutputs(ctx)
+        selected = {c: selected_rounds(sorted(r for r, cs in available.items() if c in cs),
+                                       ctx.scenario.attack.rounds)
+                    for c in range(len(ctx.sets))}
+        out = []
+        for r in sorted({r for rs in selected.values() for r in rs}):
+            for c in range(len(ctx.sets)):
+                if r not in selected[c]:
+                    continue
+                others = [o for o in available[r] if o != c]
+                methods, refs = single, None
+                if server and len(others) >= FEDMIA_MIN_OTHERS:
+                    methods, refs = single + server, outputs.signals(r, others)
+                elif server:
+                    note = (f"FedMIA needs >= {FEDMIA_MIN_OTHERS} other clients in a round; "
+                            f"client {c} round {r} had {len(others)}")
+                    if note not in notes:
+                        notes.append(note)
+                if methods:
+                    out.append(Target(f"client-model:r{r}", self.name,
+                                      lambda r=r, c=c: load_checkpoint(
+                                          client_model_path(ctx.run_dir, r, c)),
+                                      methods, client=c, references=refs, round=r))
+        return out
+
+    def record(self, ctx, results):
+        """results.json ``server_view``; the rows client by client."""
+        cfg = ctx.scenario.attack
+        n = len(ctx.sets)
+        per_client = [{"client": c, "rounds": {}} for c in range(n)]
+        last: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
+        combined: list[list[np.ndarray]] = [[] for _ in range(n)]
+        for res in results:
+            c = res.target.client
+            per_client[c]["rounds"][str(res.target.round)] = res.metrics()
+            for m, v in res.raw.items():
+                last[c][m] = v["scores"]
+                if server_view(m):
+                    combined[c].append(v["scores"])
+        server = [m for m in cfg.methods if server_view(m)]
+        pooled: dict[str, tuple[list, list]] = {}
+        for c, s in enumerate(ctx.sets):
+            if len(combined[c]) > 1:
+                mean = np.mean(combined[c], axis=0)
+                per_client[c]["fedmia_combined"] = result_metrics(membership_metrics(mean, s.member))
+                last[c].update({m: mean for m in server})
+            for m, sc in last[c].items():
+                pooled.setdefault(m, ([], []))
+                pooled[m][0].append(sc)
+                pooled[m][1].append(s.member)
+        ctx.results["server_view"] = {
+            "rounds": cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
+            "model_seen": get_defense(ctx.scenario.defense.kind).server_sees,
+            "clients": per_client,
+            "pooled": {m: result_metrics(membership_metrics(np.concatenate(sc),
+                                                            np.concatenate(mm)))
+                       for m, (sc, mm) in pooled.items()},
+            "notes": ctx.notes.get(self.name, []) + ([] if client_model_rounds(ctx.run_dir) else [
+                "no client models were kept (a resumed run keeps only the rounds trained "
+                "after resuming)"]),
+        }
+        order = sorted(range(len(results)), key=lambda i: results[i].target.client)
+        return [row for i in order for row in results[i].rows]
+
+
+def _skipped_note(scenario) -> list[str]:
+    """The reference-model attacks listed (lira, rmia) do not run on client models."""
+    skipped = [m for m in scenario.attack.methods if trains_references(m)]
+    if not skipped:
+        return []
+    return [f"{', '.join(skipped)} not run on the clients target (reference models are "
+            "trained for the final global model and its quantized releases only)"]

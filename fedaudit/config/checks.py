@@ -1,0 +1,44 @@
+"""Constraints that involve several keys of a validated scenario (the schema checks each
+key on its own).  What a registered defense, audit stage or attack target requires is
+asked of it (``check(scenario)``), so these functions hold only the federation's own rules.
+"""
+
+from __future__ import annotations
+
+from fedaudit.config.schema import _defenses, _registries, _stages
+from fedaudit.errors import ScenarioError
+from fedaudit.scenario import Scenario
+
+
+def check_cross(s: Scenario, source: str) -> None:
+    """Constraints that involve several keys."""
+    d, fed = s.data, s.federation
+    if d.holdout_fraction + d.test_fraction >= 0.95:
+        raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
+                            f"{d.holdout_fraction + d.test_fraction:g}: must be < 0.95 "
+                            "so clients keep training data")
+    if _registries()[0].meta(d.dataset).get("needs_path") and not d.path:
+        raise ScenarioError(f"{source}: data.path is required when data.dataset = "
+                            f"{d.dataset!r}")
+    if fed.min_clients > fed.num_clients:
+        raise ScenarioError(f"{source}: federation.min_clients = {fed.min_clients}: must be "
+                            f"<= federation.num_clients ({fed.num_clients})")
+    bad = [c for c in s.canaries.clients if not 0 <= c < fed.num_clients]
+    if s.canaries.count and bad:
+        raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
+                            f"client {bad[0]} does not exist; allowed: "
+                            f"0..{fed.num_clients - 1}")
+    problem = _defenses().get(s.defense.kind).check(s)
+    if problem:
+        raise ScenarioError(f"{source}: {problem}")
+    for stage in _stages().ordered_stages():
+        problem = stage.check(s) if stage.enabled(s) else None
+        if problem:
+            raise ScenarioError(f"{source}: {problem}")
+    rounds = s.attack.rounds
+    if not isinstance(rounds, str) and max(rounds) > fed.rounds:
+        raise ScenarioError(f"{source}: attack.rounds = {list(rounds)!r}: round {max(rounds)} "
+                            f"does not exist; allowed: 1..{fed.rounds}")
+    if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
+        raise ScenarioError(f"{source}: train.device = 'cuda' needs "
+                            "federation.client_resources.num_gpus > 0")

@@ -1,0 +1,75 @@
+"""The layout of a run directory, in one place: every file and folder name a run leaves.
+
+``fedaudit run`` leaves one directory per run (README "What a run leaves")::
+
+    <name>-<YYYYmmdd-HHMMSS>/
+        scenario.toml          the resolved scenario (every default filled in)
+        rounds.jsonl           one JSON object per finished round
+        checkpoints/           round-NNNN.pt (global model), rng-NNNN.json (sampler state);
+                               seed-S/ the same for an extra training seed
+        gnq/round-NNNN.npz     client-side per-sample GNQ as it arrived (audit.gnq.client)
+        gnq_samples.npz        all rounds' client-side GNQ (audit.gnq.client)
+        client_models/round-NNNN/client-CCCC.pt
+                               the clients' models as the server received them (the
+                               ``clients`` attack target)
+        scores.npz             every attack score (attack.enabled)
+        dp_canaries.npz        the one-run DP audit's canaries (audit.dp.canaries)
+        results.json           the summary; its presence marks a finished run
+        report.html            the report (unless --no-report)
+        run.log                Flower's and fedaudit's log
+
+Other modules name these files only through this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "GNQ_DIR",
+           "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME", "ROUNDS_NAME",
+           "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path",
+           "client_model_path", "client_models_round_dir", "gnq_round_path", "rng_path",
+           "rounds_path"]
+
+RESULTS_NAME = "results.json"
+SCORES_NAME = "scores.npz"
+ROUNDS_NAME = "rounds.jsonl"
+GNQ_SAMPLES_NAME = "gnq_samples.npz"
+GNQ_DIR = "gnq"
+SCENARIO_NAME = "scenario.toml"
+LOG_NAME = "run.log"
+REPORT_NAME = "report.html"
+CHECKPOINTS_DIR = "checkpoints"
+CLIENT_MODELS_DIR = "client_models"
+DP_CANARIES_NAME = "dp_canaries.npz"
+#: any of these marks a (possibly unfinished) run directory
+RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
+
+
+def checkpoint_path(run_dir: Path, round_: int, subdir: str = "") -> Path:
+    """The global model after ``round_`` (``subdir``: an extra training seed's folder)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / subdir / f"round-{round_:04d}.pt"
+
+
+def rng_path(run_dir: Path, round_: int, subdir: str = "") -> Path:
+    """The server's client-sampling RNG state after ``round_`` (what ``--resume`` restores)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / subdir / f"rng-{round_:04d}.json"
+
+
+def rounds_path(run_dir: Path, subdir: str = "") -> Path:
+    """``rounds.jsonl``, or ``rounds-<subdir>.jsonl`` for an extra training seed."""
+    return Path(run_dir) / (f"rounds-{subdir}.jsonl" if subdir else ROUNDS_NAME)
+
+
+def gnq_round_path(run_dir: Path, round_: int, subdir: str = "") -> Path:
+    """Client-side per-sample GNQ of ``round_`` as it arrived."""
+    return Path(run_dir) / GNQ_DIR / subdir / f"round-{round_:04d}.npz"
+
+
+def client_models_round_dir(run_dir: Path, round_: int) -> Path:
+    return Path(run_dir) / CLIENT_MODELS_DIR / f"round-{round_:04d}"
+
+
+def client_model_path(run_dir: Path, round_: int, client: int) -> Path:
+    """Client ``client``'s model of ``round_`` as the server received it."""
+    return client_models_round_dir(run_dir, round_) / f"client-{client:04d}.pt"

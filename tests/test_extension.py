@@ -1,0 +1,130 @@
+"""The middle layer is open: a new audit stage, a new attack target kind and a new defense,
+each registered from this file alone (no file of the package edited), reach a run."""
+
+import numpy as np
+import pytest
+
+import fedaudit
+from fedaudit.audit import STAGES, TARGETS, Stage, Target, TargetKind, attack
+from fedaudit.audit import register_stage, register_target
+from fedaudit.config import ScenarioError, schema
+from fedaudit.defenses import DEFENSES, register_defense
+from fedaudit.defenses.clip import UpdateClipping
+from fedaudit.options import option
+from fedaudit.registry import RegistryError
+
+
+class FirstRound(TargetKind):
+    """The global model after round 1, attacked like the final one."""
+
+    name = "ext-first-round"
+    describe = "the global model after round 1"
+
+    def targets(self, ctx):
+        return [Target("ext-first-round:1", self.name, lambda: ctx.trajectory.state(1),
+                       ("loss",), per_client=False, round=1)]
+
+    def record(self, ctx, results):
+        (res,) = results
+        ctx.results["ext_first_round"] = res.metrics()
+        return res.rows
+
+
+class RoundLoss(Stage):
+    """LOSS against the global model of one given round (its own scenario table)."""
+
+    name = "ext-round-loss"
+    options = {"audit.ext_round_loss": {
+        "round": option(int, 1, "the round whose global model LOSS attacks", min=1)}}
+    writes = ("ext_round_loss",)
+
+    def enabled(self, scenario):
+        return scenario.attack.enabled
+
+    def check(self, scenario):
+        r = scenario.stages["audit.ext_round_loss"]["round"]
+        if r > scenario.federation.rounds:
+            return f"audit.ext_round_loss.round = {r}: the run has {scenario.federation.rounds}"
+        return None
+
+    def run(self, ctx):
+        r = ctx.scenario.stages["audit.ext_round_loss"]["round"]
+        res = attack(ctx, Target(f"ext-round-loss:{r}", "ext-round", lambda: ctx.trajectory.state(r),
+                                 ("loss",), per_client=False, round=r))
+        ctx.results["ext_round_loss"] = {"round": r, **res.metrics()["loss"]}
+        ctx.scores += res.rows
+
+
+class ExtClip(UpdateClipping):
+    """Server-side update clipping under a kind of its own."""
+
+    kind = "ext-clip"
+
+
+@pytest.fixture()
+def extensions():
+    register_target(FirstRound)
+    register_stage(RoundLoss)
+    register_defense(ExtClip)
+    yield
+    TARGETS.unregister(FirstRound.name)
+    STAGES.unregister(RoundLoss.name)
+    DEFENSES.unregister(ExtClip.kind)
+
+
+def test_the_schema_reads_stages_targets_and_defenses(extensions):
+    s = schema()
+    assert set(s["audit.ext_round_loss"]) == {"round"}
+    assert "ext-first-round" in s["attack"]["targets"].item_choices()
+    assert "ext-clip" in s["defense"]["kind"].choices()
+    sc = fedaudit.validate({"audit.ext_round_loss": {"round": 2}, "federation": {"rounds": 3},
+                            "attack": {"targets": ["global", "ext-first-round"]}})
+    assert sc.stages["audit.ext_round_loss"]["round"] == 2
+    assert sc.sections()["audit.ext_round_loss"] == {"round": 2}
+    with pytest.raises(ScenarioError, match=r"audit.ext_round_loss.round = 9: the run has 3"):
+        fedaudit.validate({"audit.ext_round_loss": {"round": 9}, "federation": {"rounds": 3}})
+    with pytest.raises(ScenarioError, match="unknown.*'nope'.*ext-first-round"):
+        fedaudit.validate({"attack": {"targets": ["nope"]}})
+
+
+def test_every_registry_refuses_a_taken_name(extensions):
+    class Other(Stage):
+        name = "ext-round-loss"
+
+    class OtherKind(TargetKind):
+        name = "global"
+
+    class OtherClip(UpdateClipping):
+        kind = "ext-clip"
+
+    with pytest.raises(RegistryError, match="already registered"):
+        register_stage(Other)
+    with pytest.raises(RegistryError, match="already registered"):
+        register_target(OtherKind)
+    with pytest.raises(RegistryError, match="already registered"):
+        register_defense(OtherClip)
+    register_stage(RoundLoss)  # the same class again (a module reload) replaces it
+
+
+@pytest.mark.e2e
+def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
+    run = fedaudit.run(
+        {"scenario": {"name": "ext"},
+         "data": {"max_samples": 400},
+         "federation": {"num_clients": 2, "rounds": 1},
+         "model": {"name": "mlp", "width": 4},
+         "audit.gnq": {"client": False},
+         "audit.quantization": {"enabled": False},
+         "attack": {"methods": ["loss"], "targets": ["global", "ext-first-round"]},
+         "defense": {"kind": "ext-clip", "clip_norm": 10.0},
+         "audit.ext_round_loss": {"round": 1}},
+        out=tmp_path, progress=False)
+    res = run.results
+    assert res["defense"]["kind"] == "ext-clip"
+    # one round: the global model after round 1 is the final one, so all three agree
+    auc = res["attacks"]["loss"]["auc"]
+    assert res["ext_first_round"]["loss"]["auc"] == auc
+    assert res["ext_round_loss"] == {"round": 1, **res["ext_first_round"]["loss"]}
+    scores = run.scores()
+    targets = set(np.asarray(scores["target"]).tolist())
+    assert targets == {"global", "ext-first-round:1", "ext-round-loss:1"}
