@@ -1,4 +1,4 @@
-"""fedaudit.metrics against hand-computed ROC cases."""
+"""fedaudit.metrics against hand-computed ROC cases, and bit for bit against scikit-learn."""
 
 from __future__ import annotations
 
@@ -162,3 +162,123 @@ def test_rate_bounds_validated():
         tpr_at_fpr(scores, members, 1.5)
     with pytest.raises(ValueError, match="min_tpr"):
         fpr_at_tpr(scores, members, -0.1)
+
+
+# ---- bit for bit against scikit-learn --------------------------------------------------
+# fedaudit.metrics computes the ROC and AUC in numpy, mirroring scikit-learn (see its
+# docstring); results.json must not change by a single bit, so every value is held equal to
+# scikit-learn called directly on the raw inputs: same bits, not approximately.
+
+def _random_size(rng) -> int:
+    return int(np.exp(rng.uniform(np.log(2), np.log(5000))))  # log-uniform in [2, 5000]
+
+
+def _members(rng, n: int, p: float) -> np.ndarray:
+    """0/1 labels with member rate ``p``, both classes present."""
+    m = (rng.random(n) < p).astype(np.int64)
+    i, j = rng.choice(n, size=2, replace=False)
+    m[i], m[j] = 1, 0
+    return m
+
+
+def _case(family: str, rng):
+    n = _random_size(rng)
+    p = rng.uniform(0.02, 0.98)
+    if family == "continuous":
+        return rng.normal(size=n), _members(rng, n, p)
+    if family == "integer_ties":  # heavy ties: int scores in a small range
+        return rng.integers(0, rng.integers(1, 7), size=n), _members(rng, n, p)
+    if family == "float_ties":  # rounded floats, with 0.0 and -0.0 both present
+        s = np.round(rng.normal(size=n), int(rng.integers(0, 3)))
+        s[rng.random(n) < 0.1] = -0.0
+        return s, _members(rng, n, p)
+    if family == "float32":
+        s = rng.normal(size=n).astype(np.float32)
+        if rng.random() < 0.5:
+            s = np.round(s, 1)
+        return s, _members(rng, n, p)
+    if family == "int8_scores":
+        return rng.integers(-3, 3, size=n).astype(np.int8), _members(rng, n, p)
+    if family == "all_tied":
+        return np.full(n, rng.normal()), _members(rng, n, p)
+    if family == "one_member":
+        m = np.zeros(n, np.int64)
+        m[rng.integers(n)] = 1
+        s = rng.integers(0, 4, size=n).astype(float) if rng.random() < 0.5 else rng.normal(size=n)
+        return s, m
+    if family == "one_nonmember":
+        m = np.ones(n, np.int64)
+        m[rng.integers(n)] = 0
+        return rng.normal(size=n), m
+    if family == "extreme_imbalance":
+        n = int(rng.integers(500, 5001))
+        p = 0.002 if rng.random() < 0.5 else 0.998
+        return np.round(rng.normal(size=n) + rng.normal(), 2), _members(rng, n, p)
+    if family == "bool_members":
+        return rng.normal(size=n), _members(rng, n, p).astype(bool)
+    if family == "separated":  # AUC near 0 or 1: members shifted up or down
+        m = _members(rng, n, p)
+        return rng.normal(size=n) + rng.choice([-8.0, 8.0]) * m, m
+    raise AssertionError(family)
+
+
+def _bits(x) -> bytes:
+    return np.asarray(x, dtype=np.float64).tobytes()
+
+
+FAMILIES = ("continuous", "integer_ties", "float_ties", "float32", "int8_scores", "all_tied",
+            "one_member", "one_nonmember", "extreme_imbalance", "bool_members", "separated")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bit_identical_to_sklearn(family):
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    rng = np.random.default_rng(sum(map(ord, family)))
+    sizes = set()
+    for case in range(250):
+        scores, members = _case(family, rng)
+        sizes.add(scores.size)
+        where = f"{family} case {case} (n={scores.size})"
+        ref_fpr, ref_tpr, _ = roc_curve(members, scores, drop_intermediate=False)
+        fpr, tpr = roc_points(scores, members)
+        assert fpr.dtype == tpr.dtype == ref_fpr.dtype == np.float64, where
+        assert fpr.tobytes() == ref_fpr.tobytes() and tpr.tobytes() == ref_tpr.tobytes(), where
+
+        got = membership_metrics(scores, members)
+        n_pos = int(np.sum(members))
+        n_neg = members.size - n_pos
+        ref = {
+            "auc": float(roc_auc_score(members, scores)),
+            "tpr_at_1pct_fpr": float(ref_tpr[ref_fpr <= 0.01].max()),
+            "tpr_at_0p1pct_fpr": float(ref_tpr[ref_fpr <= 0.001].max()),
+            "fpr_at_80pct_tpr": float(ref_fpr[ref_tpr >= 0.8].min()),
+            "n_members": n_pos,
+            "n_nonmembers": n_neg,
+            "min_fpr_resolution": 1.0 / n_neg,
+        }
+        assert got == ref, where
+        assert {k: _bits(v) for k, v in got.items()} == {k: _bits(v) for k, v in ref.items()}, \
+            where
+        assert all(type(got[k]) is type(ref[k]) for k in ref), where
+        if case % 10 == 0:
+            for b in (0.0, 0.05, 0.25, 0.5, 1.0):
+                want_tpr, want_fpr = ref_tpr[ref_fpr <= b].max(), ref_fpr[ref_tpr >= b].min()
+                assert _bits(tpr_at_fpr(scores, members, b)) == _bits(want_tpr), where
+                assert _bits(fpr_at_tpr(scores, members, b)) == _bits(want_fpr), where
+    assert (min(sizes) < 10 and max(sizes) > 1000) or family == "extreme_imbalance"
+
+
+def test_bit_identical_to_sklearn_at_the_size_limits():
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    rng = np.random.default_rng(5)
+    for scores, members in [([0.3, 0.7], [1, 0]), ([0.3, 0.3], [0, 1]), ([1, 2], [True, False]),
+                            (rng.normal(size=5000), rng.integers(0, 2, 5000)),
+                            (rng.integers(0, 3, 5000), rng.integers(0, 2, 5000)),
+                            (rng.normal(size=100_000), rng.integers(0, 2, 100_000))]:
+        fpr, tpr, _ = roc_curve(members, scores, drop_intermediate=False)
+        ours = roc_points(scores, members)
+        assert ours[0].tobytes() == fpr.tobytes() and ours[1].tobytes() == tpr.tobytes()
+        auc = membership_metrics(scores, members)["auc"]
+        assert _bits(auc) == _bits(roc_auc_score(members, scores))
