@@ -1,7 +1,8 @@
 """Black-box membership-inference attacks against fedaudit models.
 
 * :class:`Oracle` (``attacks.oracle``): query access to a model, probabilities only.
-* ``attacks.resmia``: Res-MIA, the resolution-erosion attack (docs/algorithms.md section 3).
+* ``attacks.resmia``: Res-MIA, the resolution-erosion attack (docs/algorithms.md section 3);
+  ``attacks.erosion``: its pooled sizes and eroded images.
 * ``attacks.baselines``: loss, confidence, entropy, modified-entropy scores (3.4).
 * ``attacks.registry``: ``ATTACKS`` name -> ``fn(oracle, x, y, **options)``.
 * ``attacks.membership``: member / class-matched non-member sampling, ``evaluate_attacks``.

@@ -14,10 +14,11 @@ Public API: :func:`gnq_scores`, :func:`gnq_from_gram`, :func:`gnq_of_updates`,
 :class:`GhostAuditor`, :data:`KERNELS`, :func:`register_kernel`.
 """
 
-from .auditor import GhostAuditor, gnq_scores
+from .auditor import GhostAuditor
 from .core import DEFAULT_LAM, DEFAULT_RHO, gnq_from_gram, gnq_from_gram_options, gnq_of_updates
 from .kernels import KERNELS, register_kernel
 from .reference import naive_gnq_from_gradients, per_sample_gradients
+from .scores import gnq_scores
 
 __all__ = [
     "DEFAULT_LAM",

@@ -1,4 +1,4 @@
-"""In-run BS-Ghost GNQ auditing of an ordinary training step, and :func:`gnq_scores`.
+"""In-run BS-Ghost GNQ auditing of an ordinary training step: :class:`GhostAuditor`.
 
 :class:`GhostAuditor` hooks every layer that owns trainable parameters: a forward hook
 keeps the layer input ``a`` and attaches a tensor hook to the layer output, which
@@ -10,16 +10,16 @@ The gradients the optimizer sees are not touched (hooks only read).
 GNQ_j = h_j / (1 - h_j), h = diag((K + lam I)^{-1} K)  (arXiv 2510.10902; ghost trick of
 Li et al., arXiv 2110.05679). Each GNQ is that of the sample's OWN loss (sum reduction):
 with a mean-reduced loss the backward carries b_i / B, so K is rescaled by B^2.
+:func:`fedaudit.gnq.gnq_scores` (:mod:`fedaudit.gnq.scores`) scores one batch with it.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .core import DEFAULT_LAM, DEFAULT_RHO, _gnq_from_trusted_gram, validate_options
 from .kernels import (
@@ -34,14 +34,10 @@ from .kernels import (
     find_kernel,
 )
 from .kernels import gram as gram_matrix
-from .reference import naive_gnq_scores
 
-__all__ = ["GhostAuditor", "gnq_scores", "METHODS"]
+__all__ = ["GhostAuditor"]
 
-METHODS: tuple[str, ...] = ("ghost", "naive")
 LOSS_REDUCTIONS: tuple[str, ...] = ("mean", "sum")
-
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class GhostAuditor:
@@ -67,9 +63,9 @@ class GhostAuditor:
         gram_dtype: dtype the kernels work in; None keeps the captured tensors' dtype
             (float16/bfloat16 are promoted to float32). K itself is accumulated in
             float64 and the built-in kernels are float64-accurate also on float32
-            tensors (:func:`fedaudit.gnq.kernels.gram`); the solve is float64.
+            tensors (:func:`fedaudit.gnq.ghost.gram`); the solve is float64.
         strategy: ``"auto"`` (per layer, the cheaper form by arithmetic, see
-            :func:`fedaudit.gnq.kernels._use_ghost`), ``"ghost"`` or
+            :func:`fedaudit.gnq.ghost._use_ghost`), ``"ghost"`` or
             ``"materialize"`` (forcing one form; for tests and benchmarks).
         fuse_grad: for convolutions whose per-sample weight gradients are materialised,
             derive the weight's ``.grad`` from them (sum over the batch) instead of letting
@@ -78,7 +74,8 @@ class GhostAuditor:
             pre-hook and forward hook) and its summed gradient is accumulated into
             ``.grad`` in the backward hook. Equal to the plain gradient up to float
             rounding (the order of the sum differs). Only for ``loss.backward()``;
-            :func:`gnq_scores`, which must leave ``.grad`` untouched, keeps it off.
+            :func:`~fedaudit.gnq.scores.gnq_scores`, which must leave ``.grad``
+            untouched, keeps it off.
     """
 
     def __init__(
@@ -331,72 +328,11 @@ class GhostAuditor:
         )
 
 
-def _default_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(outputs, targets, reduction="none")
+def __getattr__(name: str) -> Any:
+    # gnq_scores and METHODS lived here before fedaudit.gnq.scores; imported lazily, as
+    # that module imports this one
+    if name in ("gnq_scores", "METHODS"):
+        from . import scores
 
-
-def gnq_scores(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    *,
-    loss_fn: LossFn | None = None,
-    lam: float = DEFAULT_LAM,
-    method: Literal["ghost", "naive"] = "ghost",
-    lam_mode: Literal["absolute", "relative"] = "absolute",
-    rho: float = DEFAULT_RHO,
-    normalize: bool = False,
-) -> torch.Tensor:
-    """Per-sample Gradient Uniqueness of a batch (arXiv 2510.10902).
-
-    GNQ_j = g_j^T (sum_{k != j} g_k g_k^T + lam I)^{-1} g_j, with g_j the gradient of
-    sample j's own loss w.r.t. the trainable parameters; computed in batch space as
-    h = diag((K + lam I)^{-1} K), GNQ_j = h_j / (1 - h_j) with K = G G^T.
-
-    Args:
-        model: the network; used as is (train/eval mode). Parameters, ``.grad`` and
-            hooks are left unchanged.
-        inputs, targets: one batch (batch on dim 0).
-        loss_fn: ``loss_fn(outputs, targets)`` -> per-sample losses (B,); default
-            cross-entropy with ``reduction="none"``.
-        lam: ridge lambda (absolute, or ignored in favour of ``rho`` in relative mode).
-        method: ``"ghost"`` builds K from per-layer ghost kernels (Li et al., arXiv
-            2110.05679) in float64; ``"naive"`` materialises per-sample gradients with
-            torch.func and solves in parameter space (reference, slow).
-        lam_mode: ``"absolute"`` or ``"relative"`` (lam = rho * trace(K) / B).
-        rho: relative lambda factor, default 1e-2.
-        normalize: use S_j = G_{-j}^T G_{-j} / (B - 1) + lam I.
-
-    Returns:
-        float64 tensor (B,), on the model's device.
-    """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
-    lam, lam_mode, rho = validate_options(lam, lam_mode, rho)
-    if not isinstance(inputs, torch.Tensor) or inputs.dim() == 0:
-        raise ValueError("inputs must be a tensor with the batch on dim 0")
-    loss_fn = _default_loss if loss_fn is None else loss_fn
-    if method == "naive":
-        return naive_gnq_scores(
-            model, inputs, targets, loss_fn=loss_fn, lam=lam, lam_mode=lam_mode, rho=rho,
-            normalize=normalize,
-        )
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the model has no trainable parameters (all requires_grad=False)")
-    auditor = GhostAuditor(
-        model, lam=lam, lam_mode=lam_mode, rho=rho, loss_reduction="sum",
-        normalize=normalize, gram_dtype=torch.float64,
-    )
-    B = inputs.shape[0]
-    with torch.enable_grad(), auditor.capture():
-        losses = loss_fn(model(inputs), targets)
-        if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (B,):
-            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses)
-            raise ValueError(
-                f"loss_fn must return one loss per sample, shape ({B},), got {shape}; "
-                "use reduction='none'"
-            )
-        # autograd.grad rather than backward: the hooks fire, .grad stays untouched.
-        torch.autograd.grad(losses.sum(), params, allow_unused=True)
-    return auditor.scores()
+        return getattr(scores, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

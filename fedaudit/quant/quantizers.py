@@ -35,32 +35,28 @@ reference's tensor of the same key and the candidate's own values are rounded on
 A reference channel that is all zero has the grid {0}: the candidate's channel becomes 0.
 Quantizing a tensor with itself as reference is exactly the default (own-grid) result.
 
-A new quantizer is one function registered with :func:`register_quantizer`. It is called
-as ``fn(weight, reference)`` with two finite float tensors of the same shape, ``ndim >=
-2`` (output channels on dim 0); ``reference`` is ``weight`` itself (the same object) when
-no reference is given, and may have another floating dtype. It takes the grid (scales)
-from ``reference`` only, rounds the values of ``weight`` onto it and returns a tensor of
-``weight``'s shape and dtype::
-
-    @register_quantizer("int3", bits=3)
-    def _int3(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-        return _uniform_symmetric(weight, bits=3, reference=reference)
+The quantizers themselves: :mod:`fedaudit.quant.uniform` (fp32, intN) and
+:mod:`fedaudit.quant.ternary` (ternary, ternary-sparseXX, binary), on the per-channel
+grid helpers of :mod:`fedaudit.quant.grid`. A new quantizer is one function registered
+with :func:`register_quantizer` (:mod:`fedaudit.quant.registry` gives its contract).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import math
-import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import torch
 
+from fedaudit.quant.registry import (QUANTIZERS, QuantizerFn, QuantizerSpec,  # noqa: F401
+                                     quantizer_info, register_quantizer)
 from fedaudit.quant.rqn import _state_dict_digest
-from fedaudit.registry import Entry, Registry
+
+# The built-in quantizers register on import, in this order (the order QUANTIZERS lists).
+from fedaudit.quant.uniform import (  # noqa: F401  # isort: skip
+    _uniform_symmetric, fp32, int2, int4, int8)
+from fedaudit.quant.ternary import (  # noqa: F401  # isort: skip
+    TERNARY_BITS, binary, ternary, ternary_sparse50, ternary_sparse90)
 
 __all__ = [
     "QUANTIZERS",
@@ -72,104 +68,6 @@ __all__ = [
     "quantizer_info",
     "register_quantizer",
 ]
-
-# fn(weight, reference) -> weight_q; reference is weight itself when none is given.
-QuantizerFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-# log2(3) = 1.58496...: the information content of a ternary weight, rounded as in
-# "BitNet b1.58".
-TERNARY_BITS = round(math.log2(3), 2)
-
-_SPARSE_RE = re.compile(r"ternary-sparse([1-9][0-9]?)")
-
-
-@dataclass(frozen=True)
-class QuantizerSpec:
-    """A registered quantizer.
-
-    Attributes:
-        name: registry name, e.g. ``"int8"`` or ``"ternary-sparse90"``.
-        fn: ``fn(weight, reference) -> weight_q``: rounds ``weight`` onto the per-channel
-            grid computed from ``reference`` (same shape, float, ``ndim >= 2``; the
-            module docstring gives the contract).
-        bits: nominal bits per weight (32, 8, 4, 2, 1.58 for ternary variants, 1).
-        sparsity: nominal fraction of weights forced to zero before quantization
-            (0.0, or XX/100 for ``ternary-sparseXX``).
-    """
-
-    name: str
-    fn: QuantizerFn
-    bits: float
-    sparsity: float = 0.0
-
-    def __call__(self, weight: torch.Tensor, *, reference: torch.Tensor | None = None) -> torch.Tensor:
-        """``fn(weight, reference)``, with ``reference = weight`` when None (no validation;
-        :func:`quantize_tensor` is the checked entry point)."""
-        return self.fn(weight, weight if reference is None else reference)
-
-
-#: name -> :class:`QuantizerSpec`; ``ternary-sparseXX`` (XX in 1..99) resolves by pattern
-QUANTIZERS: Registry[str, QuantizerSpec] = Registry("quantizer")
-
-
-def register_quantizer(
-    name: str, bits: float, sparsity: float = 0.0
-) -> Callable[[QuantizerFn], QuantizerFn]:
-    """Decorator: register ``fn(weight, reference) -> weight_q`` under ``name`` in
-    :data:`QUANTIZERS` (contract in the module docstring).
-
-    Raises:
-        ValueError: ``name`` already registered, ``bits <= 0`` or ``sparsity`` not in
-            ``[0, 1)``.
-        TypeError: (when decorating) ``fn`` cannot be called with the two positional
-            arguments ``(weight, reference)``, e.g. a one-argument quantizer of the
-            former ``fn(weight)`` form.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"quantizer name must be a non-empty string, got {name!r}")
-    if not bits > 0:
-        raise ValueError(f"quantizer {name!r}: bits must be > 0, got {bits!r}")
-    if not 0.0 <= sparsity < 1.0:
-        raise ValueError(f"quantizer {name!r}: sparsity must be in [0, 1), got {sparsity!r}")
-
-    def decorator(fn: QuantizerFn) -> QuantizerFn:
-        if name in QUANTIZERS:
-            raise ValueError(f"quantizer {name!r} is already registered")
-        _check_signature(name, fn)
-        QUANTIZERS.register(name, QuantizerSpec(name=name, fn=fn, bits=float(bits),
-                                                sparsity=float(sparsity)),
-                            bits=float(bits), sparsity=float(sparsity))
-        return fn
-
-    return decorator
-
-
-def _check_signature(name: str, fn: Callable) -> None:
-    if not callable(fn):
-        raise TypeError(f"quantizer {name!r}: expected a function, got {type(fn).__name__}")
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # no introspectable signature (some builtins): trust it
-        return
-    try:
-        signature.bind(None, None)
-    except TypeError:
-        raise TypeError(
-            f"quantizer {name!r}: the function must accept two positional arguments "
-            f"fn(weight, reference) -> weight_q, got signature {signature}"
-        ) from None
-
-
-def quantizer_info(name: str) -> QuantizerSpec:
-    """The :class:`QuantizerSpec` registered under ``name``.
-
-    Besides the registered names, every ``ternary-sparseXX`` (XX an integer 1..99 written
-    without a leading zero) resolves to a ternary quantizer with XX% sparsity.
-
-    Raises:
-        ValueError: unknown name; the message lists the allowed names.
-    """
-    return QUANTIZERS.get(name)
 
 
 def is_quantized_tensor(key: str, tensor: torch.Tensor) -> bool:
@@ -396,194 +294,3 @@ def _apply(spec: QuantizerSpec, weight: torch.Tensor, reference: torch.Tensor | 
 
 class _ReferenceError(ValueError):
     """A ValueError about the reference tensor (so :func:`quantize` names ``reference[key]``)."""
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _rows(weight: torch.Tensor) -> torch.Tensor:
-    """``(C, n)`` float64 copy of the weight: one row per output channel."""
-    return weight.detach().to(torch.float64).reshape(weight.shape[0], -1)
-
-
-def _safe(scale: torch.Tensor) -> torch.Tensor:
-    # An all-zero channel has scale 0; dividing by 1 instead keeps it exactly zero.
-    return torch.where(scale > 0, scale, torch.ones_like(scale))
-
-
-def _round(x: torch.Tensor) -> torch.Tensor:
-    # torch.round is round-half-to-even; "+ 0.0" turns -0.0 into +0.0 so that identical
-    # quantized models are byte-identical (see distinct_candidates).
-    return torch.round(x) + 0.0
-
-
-def _restore(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    # "+ 0.0": a code -1 on a zero scale (all-zero reference channel) would give -0.0.
-    return values.reshape(like.shape).to(dtype=like.dtype) + 0.0
-
-
-def _grid_rows(weight: torch.Tensor, x: torch.Tensor, reference: torch.Tensor | None) -> torch.Tensor:
-    """Rows ``(C, n)`` of the tensor that defines the grid: ``x`` (the rows of ``weight``)
-    when there is no reference or it is ``weight`` itself, else the reference's rows."""
-    return x if reference is None or reference is weight else _rows(reference)
-
-
-def _uniform_symmetric(weight: torch.Tensor, bits: int, reference: torch.Tensor | None = None) -> torch.Tensor:
-    """Uniform symmetric round-to-nearest, per output channel c.
-
-    scale_c = max|R_c| / qmax,  qmax = 2^(bits-1) - 1,
-    Q(W) = clamp(round(W / scale_c), -qmax, qmax) * scale_c,
-
-    with R the reference (None = ``weight`` itself, R = W). The grid is symmetric with
-    2*qmax + 1 levels: 255 for int8, 15 for int4 and only 3 ({-1, 0, 1} * max|R_c|) for
-    int2; the code -2^(bits-1) is unused. With a reference, values of W beyond +-max|R_c|
-    clamp to it.
-    """
-    qmax = 2 ** (bits - 1) - 1
-    x = _rows(weight)
-    r = _grid_rows(weight, x, reference)
-    scale = r.abs().amax(dim=1, keepdim=True) / qmax
-    q = torch.clamp(_round(x / _safe(scale)), -qmax, qmax)
-    return _restore(q * scale, weight)
-
-
-def _absmean(r: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-row mean |r| over the kept entries (``keep`` None = all), shape ``(C, 1)``."""
-    if keep is None:
-        return r.abs().mean(dim=1, keepdim=True)
-    kept_abs = torch.where(keep, r.abs(), 0.0)
-    return kept_abs.sum(dim=1, keepdim=True) / keep.sum(dim=1, keepdim=True)
-
-
-def _ternarize(x: torch.Tensor, scale: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-    """BitNet b1.58 absmean ternarisation of the rows of ``x`` (float64, ``(C, n)``) on the
-    per-row scale ``scale`` (``(C, 1)``; s_c = mean|W_c| over the kept entries for the
-    own grid, see :func:`_absmean`):  Q(W) = clip(round(W / s_c), -1, 1) * s_c.
-    ``keep`` (bool, same shape as ``x``; None = all) marks the entries that survived
-    pruning; the others are 0.
-    """
-    q = torch.clamp(_round(x / _safe(scale)), -1, 1)
-    if keep is not None:
-        q = torch.where(keep, q, 0.0)  # not q * keep: -1 * 0 would give -0.0
-    return q * scale
-
-
-def _prune_mask(x: torch.Tensor, percent: int) -> torch.Tensor:
-    """Keep-mask of the magnitude pruning of ``percent``% per row of ``x`` (``(C, n)``):
-    exactly k = floor(percent * n / 100) entries of smallest |x| are dropped, ties broken
-    by position (earlier first, stable sort)."""
-    n = x.shape[1]
-    k = percent * n // 100  # integer arithmetic: 0.29 * 100 would floor to 28
-    order = torch.argsort(x.abs(), dim=1, stable=True)
-    keep = torch.ones_like(x, dtype=torch.bool)
-    keep.scatter_(1, order[:, :k], False)
-    return keep
-
-
-def _ternary_sparse(weight: torch.Tensor, reference: torch.Tensor | None, percent: int) -> torch.Tensor:
-    """Magnitude pruning of ``percent``% per output channel, then ternarisation.
-
-    In each channel of n entries exactly k = floor(percent * n / 100) entries of smallest
-    |W| are zeroed. Ties in |W| are broken by position: among equal magnitudes the entry
-    earlier in row-major order of the channel is pruned first (stable sort), so the
-    pruned count is exactly k. The n - k kept entries are ternarised with the scale
-    s_c = mean|W| over the kept entries only; a kept entry with |W| < s_c / 2 rounds to 0
-    and stays 0 (plain round-to-nearest, not forced to +-s_c), so the realised sparsity
-    is at least the nominal one.
-
-    With a reference R (not None and not ``weight`` itself) the mask still comes from
-    W's own magnitudes, but s_c = mean|R| over the entries that R keeps under the same
-    pruning rule, so the grid {-s_c, 0, s_c} is fixed by R.
-    """
-    x = _rows(weight)
-    keep = _prune_mask(x, percent)
-    r = _grid_rows(weight, x, reference)
-    scale = _absmean(r, keep if r is x else _prune_mask(r, percent))
-    return _restore(_ternarize(x, scale, keep), weight)
-
-
-@functools.lru_cache(maxsize=None)
-def _ternary_sparse_spec(percent: int) -> QuantizerSpec:
-    if not 1 <= percent <= 99:
-        raise ValueError(f"ternary-sparse percent must be an integer in 1..99, got {percent}")
-    name = f"ternary-sparse{percent}"
-    if name in QUANTIZERS:
-        return QUANTIZERS[name]
-    fn = functools.partial(_ternary_sparse, percent=percent)  # fn(weight, reference)
-    return QuantizerSpec(name=name, fn=fn, bits=TERNARY_BITS, sparsity=percent / 100)
-
-
-def _sparse_entry(match) -> Entry:
-    spec = _ternary_sparse_spec(int(match.group(1)))
-    return Entry(spec.name, spec, {"bits": spec.bits, "sparsity": spec.sparsity})
-
-
-QUANTIZERS.add_family(_SPARSE_RE.pattern, _sparse_entry,
-                      "ternary-sparseXX (XX an integer in 1..99)")
-
-
-# ------------------------------------------------------------------------ quantizers
-
-
-# Each is fn(weight, reference): the grid from ``reference`` (``weight`` itself by default),
-# the values from ``weight``. R_c below is channel c of the reference.
-
-
-@register_quantizer("fp32", bits=32)
-def fp32(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Identity (the unquantized baseline): a copy in the input's own dtype; the reference
-    is ignored."""
-    return weight.clone()
-
-
-@register_quantizer("int8", bits=8)
-def int8(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Uniform symmetric 8-bit, qmax = 127 (255 levels per channel, step max|R_c| / 127)."""
-    return _uniform_symmetric(weight, bits=8, reference=reference)
-
-
-@register_quantizer("int4", bits=4)
-def int4(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Uniform symmetric 4-bit, qmax = 7 (15 levels per channel, step max|R_c| / 7)."""
-    return _uniform_symmetric(weight, bits=4, reference=reference)
-
-
-@register_quantizer("int2", bits=2)
-def int2(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Uniform symmetric 2-bit, qmax = 1: levels {-1, 0, 1} * max|R_c| (3 levels)."""
-    return _uniform_symmetric(weight, bits=2, reference=reference)
-
-
-@register_quantizer("ternary", bits=TERNARY_BITS)
-def ternary(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """1.58-bit ternary (BitNet b1.58): clip(round(W / s_c), -1, 1) * s_c, s_c = mean|R_c|."""
-    x = _rows(weight)
-    return _restore(_ternarize(x, _absmean(_grid_rows(weight, x, reference))), weight)
-
-
-@register_quantizer("ternary-sparse50", bits=TERNARY_BITS, sparsity=0.5)
-def ternary_sparse50(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Prune the 50% smallest |W| per channel, then ternarise (see ``_ternary_sparse``)."""
-    return _ternary_sparse(weight, reference, 50)
-
-
-@register_quantizer("ternary-sparse90", bits=TERNARY_BITS, sparsity=0.9)
-def ternary_sparse90(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Prune the 90% smallest |W| per channel, then ternarise (see ``_ternary_sparse``)."""
-    return _ternary_sparse(weight, reference, 90)
-
-
-@register_quantizer("binary", bits=1)
-def binary(weight: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """1-bit: sign(W) * mean|R_c|, with sign(0) taken as +1.
-
-    A channel with entries of both signs has exactly the two levels +-mean|R_c|; a channel
-    whose grid channel R_c is all zero gives 0 (its scale is 0).
-    """
-    x = _rows(weight)
-    scale = _absmean(_grid_rows(weight, x, reference))
-    sign = torch.where(x >= 0, 1.0, -1.0).to(x.dtype)
-    return _restore(sign * scale, weight)
-
-
-QUANTIZERS.mark_builtin()
