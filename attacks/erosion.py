@@ -50,6 +50,15 @@ def _max_steps(height: int, width: int) -> int:
     return int(math.floor(math.log2(max(height, width))))
 
 
+def _check_image(height: int, width: int) -> None:
+    """An image size that can be eroded: positive integers, a side of at least 2."""
+    for name, v in (("height", height), ("width", width)):
+        if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if max(height, width) < 2:
+        raise ValueError(f"a {height}x{width} image is too small to erode (needs a side >= 2)")
+
+
 @dataclass(frozen=True)
 class ErosionSchedule:
     """Which pooled sizes the erosion visits: shrink ``factor`` r > 1 per step, smallest
@@ -81,12 +90,8 @@ class ErosionSchedule:
 
     def sizes(self, height: int, width: int) -> list[Size]:
         """The pooled sizes ``s_1..s_K`` for an ``height x width`` image."""
-        for name, v in (("height", height), ("width", width)):
-            if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        _check_image(height, width)
         longer = max(height, width)
-        if longer < 2:
-            raise ValueError(f"a {height}x{width} image is too small to erode (needs a side >= 2)")
         r = Fraction(self.factor)
         out: list[Size] = []
         previous = (height, width)
@@ -123,12 +128,8 @@ def default_sizes(height: int, width: int, steps: int | None = None) -> list[Siz
 
     ``steps`` defaults to (and must not exceed) ``K = floor(log2 max(H, W))``.
     """
-    for name, v in (("height", height), ("width", width)):
-        if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    _check_image(height, width)
     k_max = _max_steps(height, width)
-    if k_max < 1:
-        raise ValueError(f"a {height}x{width} image is too small to erode (needs a side >= 2)")
     if steps is None:
         steps = k_max
     elif isinstance(steps, bool) or not isinstance(steps, Integral) or not 1 <= steps <= k_max:

@@ -30,6 +30,9 @@ from bench.gnq import _interleaved_medians  # noqa: E402
 from fedaudit.metrics import _fpr_at_tpr, _tpr_at_fpr, _validate, membership_metrics  # noqa: E402
 
 SIZES = (40, 400, 4000, 100_000)
+#: the keys of membership_metrics, in its order
+KEYS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0p1pct_fpr", "fpr_at_80pct_tpr", "n_members",
+        "n_nonmembers", "min_fpr_resolution")
 
 
 def sklearn_metrics(scores, members) -> dict:
@@ -38,17 +41,12 @@ def sklearn_metrics(scores, members) -> dict:
 
     s, m = _validate(scores, members)
     fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
-    n_members = int(m.sum())
-    n_nonmembers = int(m.shape[0] - n_members)
-    return {
-        "auc": float(roc_auc_score(m, s)),
-        "tpr_at_1pct_fpr": _tpr_at_fpr(fpr, tpr, 0.01),
-        "tpr_at_0p1pct_fpr": _tpr_at_fpr(fpr, tpr, 0.001),
-        "fpr_at_80pct_tpr": _fpr_at_tpr(fpr, tpr, 0.8),
-        "n_members": n_members,
-        "n_nonmembers": n_nonmembers,
-        "min_fpr_resolution": 1.0 / n_nonmembers,
-    }
+    n_pos = int(m.sum())
+    n_neg = int(m.shape[0] - n_pos)
+    values = (float(roc_auc_score(m, s)), _tpr_at_fpr(fpr, tpr, 0.01),
+              _tpr_at_fpr(fpr, tpr, 0.001), _fpr_at_tpr(fpr, tpr, 0.8), n_pos, n_neg,
+              1.0 / n_neg)
+    return dict(zip(KEYS, values))
 
 
 def metrics_cost(sizes=SIZES, repeats: int = 7, budget_s: float = 0.05, seed: int = 0) -> list:

@@ -34,7 +34,7 @@ KERNELS: Registry[type[nn.Module], KernelFn] = Registry("GNQ kernel")
 
 
 def register_kernel(
-    *module_types: type[nn.Module], check: CheckFn | None = None
+    *module_types: type[nn.Module], check: CheckFn | None = None, replace: bool = False
 ) -> Callable[[KernelFn], KernelFn]:
     """Decorator registering ``fn(module, a, b, strategy) -> Tensor | None`` for module types.
 
@@ -43,7 +43,8 @@ def register_kernel(
     the (B x B) Gram contribution of the module's trainable parameters (skipping those
     with ``requires_grad=False``) or None. ``check(module)``, if given, is called before
     capturing and should raise ValueError for configurations the kernel cannot handle.
-    Registration is by exact type (a subclass may change ``forward``).
+    Registration is by exact type (a subclass may change ``forward``).  A type that
+    already has another kernel (a built-in one, say) needs ``replace=True``.
     """
     if not module_types:
         raise TypeError("register_kernel needs at least one module type")
@@ -53,8 +54,7 @@ def register_kernel(
 
     def deco(fn: KernelFn) -> KernelFn:
         for t in module_types:
-            # re-registering a type is allowed: it replaces the kernel (a user's override)
-            KERNELS.register(t, fn, replace=True, check=check)
+            KERNELS.register(t, fn, replace=replace, check=check)
         return fn
 
     return deco
