@@ -22,8 +22,6 @@ import io
 import json
 import math
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -64,12 +62,9 @@ def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
 
 
 def _attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for m, v in (attacks or {}).items():
-        v = v or {}
-        out[f"{m}_auc"] = num(v.get("auc"))
-        out[f"{m}_tpr_1pct_fpr"] = num(v.get("tpr_at_1pct_fpr"))
-    return out
+    """``<method>_auc`` and ``<method>_tpr_1pct_fpr`` of every attack, in results.json order."""
+    return {f"{m}{sfx}": num((v or {}).get(key)) for m, v in (attacks or {}).items()
+            for sfx, key in (("_auc", "auc"), ("_tpr_1pct_fpr", "tpr_at_1pct_fpr"))}
 
 
 #: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)
@@ -106,7 +101,6 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-#: what a run directory holds even before it finished (``create_run_dir``, the runner)
 def _sweep_prefixes(folder: Path) -> dict[str, dict[str, Any]]:
     """``run name -> {point, grid values}`` from a sweep folder's compare.json, in point
     order (empty when the folder has no readable compare.json)."""
@@ -216,17 +210,15 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-_HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon",
-            "epsilon_lb": "audit\neps >=", "rqn_mean": "mean\nr_Qn",
-            "rqn": "quant\nr_Qn", "release": "release", "status": "status",
-            "insider_best": "insider\nbest AUC", "server_best": "server\nbest AUC"}
+_HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "epsilon_lb": "audit\neps >=",
+            "rqn_mean": "mean\nr_Qn", "rqn": "quant\nr_Qn", "insider_best": "insider\nbest AUC",
+            "server_best": "server\nbest AUC"}
 
 
 def _header(col: str) -> str:
     for sfx, what in (("_auc", "AUC"), ("_tpr_1pct_fpr", "TPR@1%")):
         if col.endswith(sfx):
-            m = col[:-len(sfx)]
-            return f"{method_label(m)}\n{what}"
+            return f"{method_label(col[:-len(sfx)])}\n{what}"
     return _HEADERS.get(col, col)
 
 
@@ -248,277 +240,113 @@ def _numeric(col: str) -> bool:
                                                      *POSITION_COLUMNS.values())
 
 
-def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
-    """Columns with a value in some row, without ``release`` (the defense column names the
-    quantized release) and without ``status`` when every row is ok."""
-    cols = [c for c in (columns(rows) if rows else BASE_COLUMNS)
-            if any(r.get(c) is not None for r in rows) and c != "release"]
-    if rows and all(r.get("status") == "ok" for r in rows):
-        cols = [c for c in cols if c != "status"]
-    return cols
+#: the narrowest a column of names (a transposed table's run column) folds to; the widest
+#: the field names of a transposed table get
+NARROWEST, LABEL_WIDTH = 12, 24
+
+
+def _keys(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns naming a row: its sweep point (else its run), and its defense too when
+    those repeat (``--quantized``: a row per release of a run)."""
+    key = "point" if rows and all(r.get("point") is not None for r in rows) else "run"
+    return [key] if len({r.get(key) for r in rows}) == len(rows) else [key, "defense"]
+
+
+def _fields(rows: list[dict[str, Any]]) -> tuple[list[str], str]:
+    """The columns a table shows, and a second title line (``scenario quickstart``; "" for
+    none) with the text columns that hold one value in every row of several (not the
+    :func:`_keys` when all of them would go).  Shown: columns with a value, without ``release``
+    (the defense names the quantized release) nor ``status`` when every row is ok."""
+    ok = all(r.get("status") == "ok" for r in rows)
+    cols = [c for c in (columns(rows) if rows else BASE_COLUMNS) if c != "release"
+            and not (ok and c == "status") and any(r.get(c) is not None for r in rows)]
+    same = [c for c in cols if len(rows) > 1 and not _numeric(c)
+            and len({_cell(c, r.get(c)) for r in rows}) == 1]
+    if all(k in same for k in _keys(rows)):
+        same = [c for c in same if c not in _keys(rows)]
+    context = ", ".join(f"{c} {_cell(c, rows[0].get(c))}" for c in same)
+    return [c for c in cols if c not in same], f"\n{context}" if context else ""
 
 
 def rich_table(rows: list[dict[str, Any]], title: str = "fedaudit compare",
-               only: Iterable[str] | None = None):
-    """Rows as one :class:`rich.table.Table` with every shown column (:func:`_shown_columns`);
-    ``only`` keeps the non-metric columns plus the metric columns named.  Numbers never
-    wrap; long names fold.  :func:`layout_tables` splits it for a narrow width."""
+               narrowest: bool = False):
+    """Rows as one :class:`rich.table.Table`, a row per run, the columns of :func:`_fields`
+    (the constant ones in the title): numbers right-aligned and never wrapped, names folded
+    when rich needs the room (``narrowest``: at :data:`NARROWEST` cells, to measure)."""
     from rich.table import Table
 
-    cols = _shown_columns(rows)
-    if only is not None:
-        keep = set(only)
-        cols = [c for c in cols if not _numeric(c) or c == "point" or c in keep]
-    t = Table(title=title, header_style="bold")
+    cols, context = _fields(rows)
+    t = Table(title=title + context, header_style="bold")
     for c in cols:
         if _numeric(c):
             t.add_column(_header(c), justify="right", no_wrap=True)
         else:
-            t.add_column(_header(c), overflow="fold", min_width=min(12, len(c) + 2))
+            t.add_column(_header(c), overflow="fold", max_width=NARROWEST if narrowest else None)
     for r in rows:
         t.add_row(*[_cell(c, r.get(c)) for c in cols])
     return t
 
 
-# ---- fitting a width ---------------------------------------------------------------------
-
-#: text columns never folded while any other layout fits (they hold the quantizer names)
-_KEEP_WHOLE = frozenset({"defense", "release"})
-_FOLD_CAPS = (48, 40, 32, 28, 24, 20, 16, 12, 10, 8)
-_BREAK_AFTER = re.compile(r"[^-_./:+, ]*[-_./:+, ]?")
-
-
-def _cell_len(text: str) -> int:
+def transposed_tables(rows: list[dict[str, Any]], title: str, width: int) -> list:
+    """Rows as rich Tables with a column per row, headed by its :func:`_keys` (``point 3``, a
+    run name), and a row per other field of :func:`_fields`: the fewest tables of near-equal
+    size that fit ``width`` with each run column at its narrowest, its widest number or
+    :data:`NARROWEST` (names fold, numbers never), a caption under the last.  When not even
+    one run fits, rich squeezes the tables."""
     from rich.cells import cell_len
-
-    return max((cell_len(line) for line in text.split("\n")), default=0)
-
-
-def _height(text: str) -> int:
-    return text.count("\n") + 1
-
-
-def _fold(text: str, width: int) -> str:
-    """``text`` in lines of at most ``width`` cells, broken after ``-_./:+,`` or a space
-    where it can (``quickstart-defended-`` / ``20250101-120000``), inside a word only when
-    a piece is longer than the width."""
-    from rich.cells import cell_len, chop_cells
-
-    out: list[str] = []
-    for para in text.split("\n"):
-        cur = ""
-        for tok in (t for t in _BREAK_AFTER.findall(para) if t):
-            if cell_len((cur + tok).rstrip(" ")) <= width:
-                cur += tok
-                continue
-            if cur.strip():
-                out.append(cur.rstrip(" "))
-            cur = ""
-            pieces = chop_cells(tok.rstrip(" "), width) or [""]
-            out.extend(pieces[:-1])
-            cur = pieces[-1] + (" " if tok.endswith(" ") else "")
-        out.append(cur.rstrip(" "))
-    return "\n".join(out)
-
-
-def _table_width(widths: Iterable[int]) -> int:
-    """Width of a rich table (default box, padding 1) with these column widths."""
-    widths = list(widths)
-    return sum(widths) + 3 * len(widths) + 1
-
-
-@dataclass
-class _Part:
-    """One table of a split layout."""
-    rows: list[dict[str, Any]]
-    ids: list[str]  # identifying columns (left)
-    widths: dict[str, int]  # every column of the table
-    metrics: list[str]
-    context: str  # the columns constant in these rows, for the title
-
-
-def _metric_groups(metrics: list[str]) -> list[list[str]]:
-    """Metric columns in runs that belong together: an attack's AUC and TPR, r_Qn's two."""
-    def key(c: str) -> str:
-        for sfx in ("_auc", "_tpr_1pct_fpr"):
-            if c.endswith(sfx):
-                return c[:-len(sfx)]
-        return "rqn" if c.startswith("rqn") else "general"
-    groups: list[list[str]] = []
-    for c in metrics:
-        if groups and key(groups[-1][-1]) == key(c):
-            groups[-1].append(c)
-        else:
-            groups.append([c])
-    return groups
-
-
-def _pack(groups: list[list[str]], mw: dict[str, int], avail: int) -> list[list[str]] | None:
-    """Metric columns in tables of at most ``avail`` cells each (beyond the identifying
-    columns); a group goes whole into one table when it fits in one.  None: a column alone
-    does not fit."""
-    chunks: list[list[str]] = [[]]
-    used = 0
-    for g in groups:
-        need = sum(mw[c] + 3 for c in g)
-        if used + need > avail and chunks[-1] and need <= avail:
-            chunks.append([])
-            used = 0
-        for c in g:
-            w = mw[c] + 3
-            if w > avail:
-                return None
-            if used + w > avail:
-                chunks.append([])
-                used = 0
-            chunks[-1].append(c)
-            used += w
-    return chunks
-
-
-def _plan_block(rows: list[dict[str, Any]], title: str, width: int,
-                keep_whole: frozenset[str]) -> tuple[int, list[_Part], list[str]] | None:
-    """The split of these rows that fits ``width`` with the fewest printed lines:
-    identifying columns constant over the rows go to the title (its second line); in a
-    sweep table (every row has a point, one run per point) the run and error columns go
-    to a legend under the tables (``point 3: run ..., error ...``); the other identifying
-    columns are on every table (foldable text folded to a common cap), and the metric
-    columns are spread over as many tables as needed.  Returns (lines, parts, legend), or
-    None when nothing fits."""
-    cols = _shown_columns(rows)
-    ids = [c for c in cols if not _numeric(c) or c == "point"]
-    metrics = [c for c in cols if c not in ids]
-    const: list[str] = []
-    if len(rows) > 1:
-        const = [c for c in ids + [m for m in metrics if m == "epsilon"]
-                 if len({_cell(c, r.get(c)) for r in rows}) == 1]
-        if ids and all(c in const for c in ids):
-            const.remove(ids[0])  # identical rows: keep one identifying column
-    context = ", ".join(f"{c} {_cell(c, rows[0].get(c))}" for c in const)
-    ids = [c for c in ids if c not in const]
-    metrics = [c for c in metrics if c not in const]
-    legend: list[str] = []
-    run_of: dict[Any, Any] = {}
-    if "point" in ids and all(r.get("point") is not None and
-                              run_of.setdefault(r["point"], r.get("run")) == r.get("run")
-                              for r in rows):
-        moved = [c for c in ("run", "error") if c in ids]
-        seen: dict[Any, str] = {}
-        for r in rows:
-            text = ", ".join(f"{c} {_cell(c, r.get(c))}" for c in moved if r.get(c))
-            if text and r["point"] not in seen:
-                seen[r["point"]] = f"point {_cell('point', r['point'])}: {text}"
-        legend = list(seen.values())
-        ids = [c for c in ids if c not in moved]
-
-    def natural(c: str) -> int:
-        return max([_cell_len(_header(c))] + [_cell_len(_cell(c, r.get(c))) for r in rows])
-
-    nat = {c: natural(c) for c in ids + metrics}
-    foldable = [c for c in ids if not _numeric(c) and c not in keep_whole]
-    caps = sorted({nat[c] for c in foldable} | set(_FOLD_CAPS), reverse=True)
-    groups = _metric_groups(metrics)
-    best: tuple[int, list[_Part], list[str]] | None = None
-    for cap in caps if foldable else [0]:
-        widths = {c: (min(nat[c], cap) if c in foldable else nat[c]) for c in ids}
-        id_width = _table_width(widths.values())
-        if id_width > width:
-            continue
-        chunks = _pack(groups, nat, width - id_width) if metrics else [[]]
-        if chunks is None:
-            continue
-        body = sum(max([1] + [_height(_fold(_cell(c, r.get(c)), widths[c])) for c in foldable])
-                   for r in rows)
-        head = max([1] + [_height(_fold(_header(c), widths[c])) for c in ids]
-                   + [_height(_header(c)) for c in metrics])
-        lines = sum(-(-_cell_len(t) // width) for t in legend)
-        for chunk in chunks:
-            tw = id_width + sum(nat[c] + 3 for c in chunk)
-            titles = [f"{title} (99/99)"] + ([context] if context else [])
-            lines += sum(-(-len(t) // tw) for t in titles) + head + body + 3
-        if best is None or lines < best[0]:
-            best = (lines, [_Part(rows, ids, {**widths, **{m: nat[m] for m in chunk}}, chunk,
-                                  context) for chunk in chunks], legend)
-    return best
-
-
-def _plan(rows: list[dict[str, Any]], title: str,
-          width: int) -> tuple[list[_Part], list[str]] | None:
-    """The shortest of: all rows in one set of tables, or one set per run (when some run
-    has several rows, e.g. ``--quantized``).  Quantizer names stay whole unless nothing
-    else fits."""
-    for keep in (_KEEP_WHOLE, frozenset()):
-        options = []
-        one = _plan_block(rows, title, width, keep)
-        if one:
-            options.append(one)
-        blocks: list[list[dict[str, Any]]] = []
-        for r in rows:
-            if blocks and blocks[-1][-1].get("run") == r.get("run"):
-                blocks[-1].append(r)
-            else:
-                blocks.append([r])
-        if 1 < len(blocks) < len(rows):
-            plans = [_plan_block(b, title, width, keep) for b in blocks]
-            if all(plans):
-                options.append((sum(p[0] for p in plans), [x for p in plans for x in p[1]],
-                                [x for p in plans for x in p[2]]))
-        if options:
-            best = min(options, key=lambda o: o[0])
-            return best[1], best[2]
-    return None
-
-
-def _part_table(part: _Part, title: str):
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, header_style="bold")
-    for c in part.ids + part.metrics:
-        w = part.widths[c]
-        if _numeric(c):
-            t.add_column(_header(c), justify="right", no_wrap=True, width=w)
-        else:
-            t.add_column(_fold(_header(c), w), overflow="fold", width=w)
-    for r in part.rows:
-        t.add_row(*[_fold(_cell(c, r.get(c)), part.widths[c]) for c in part.ids],
-                  *[_cell(c, r.get(c)) for c in part.metrics])
-    return t
+    fields, context = _fields(rows)
+    keys = [k for k in _keys(rows) if k in fields]  # not those moved to the title
+    fields = [f for f in fields if f not in keys]
+    head, labels = [_header(k) for k in keys], [_header(f).replace("\n", " ") for f in fields]
+    label_width = min(LABEL_WIDTH, max(map(cell_len, ["", *head, *labels])))
+    floor = max([NARROWEST] + [cell_len(_cell(f, r.get(f))) for r in rows for f in fields
+                               if _numeric(f)])
+
+    def table(group, heading="", caption=None, floor: int | None = floor, narrowest=False):
+        """The table of ``group``, its run columns ``floor`` cells or more (exactly, when
+        ``narrowest``; rich squeezes every column as it needs when ``floor`` is None)."""
+        t = Table(title=heading, caption=caption, header_style="bold")
+        t.add_column("\n".join(head), overflow="fold", max_width=label_width,
+                     width=label_width if floor else None)
+        for r in group:
+            t.add_column("\n".join(f"point {r[k]}" if k == "point" else _cell(k, r.get(k))
+                                   for k in keys),
+                         overflow="fold", min_width=floor, width=floor if narrowest else None)
+        for f, label in zip(fields, labels):
+            cells = [_cell(f, r.get(f)) for r in group]
+            t.add_row(label, *([Text(c, justify="right") for c in cells] if _numeric(f)
+                               else cells))
+        return t
+
+    def fits(group: list[dict[str, Any]]) -> bool:
+        """Whether the table of ``group`` at its narrowest fits ``width``."""
+        return _natural_width(table(group, narrowest=True)) <= width
+
+    total = len(rows)  # in n consecutive groups of near-equal size, the largest fitting
+    n = next((n for n in range(1, total) if fits(rows[:-(-total // n)])), total)
+    groups = [rows[i * total // n:(i + 1) * total // n] for i in range(n)]
+    squeeze = not fits(groups[0])  # not even one run fits
+    caption = f"transposed to fit {width} columns; --csv or --json give one row per run"
+    return [table(g, (f"{title} ({i}/{n})" if n > 1 else title) + context,
+                  caption if i == n else None, None if squeeze else floor)
+            for i, g in enumerate(groups, 1)]
 
 
 def layout_tables(rows: list[dict[str, Any]], title: str = "fedaudit compare",
                   width: int | None = None) -> list:
-    """The table(s) to print at ``width`` cells (None: no limit, one table).
-
-    When the one table (:func:`rich_table`) is wider, it is split: identifying columns
-    (run, scenario, defense, sweep parameters) that are the same in every row go to the
-    title, the others are repeated on every table, and the metric columns (accuracy,
-    epsilon, each attack's AUC and TPR@1%FPR together, r_Qn) are spread over as many tables
-    as needed; with ``--quantized`` rows of several runs, one set of tables per run when
-    that prints fewer lines; in a sweep table the run names and errors follow the tables
-    as ``point N: run ..., error ...`` lines (rich Text; the other items are Tables).
-    Numbers are never shortened; run names, scenario names, sweep values and errors fold
-    (after ``-``, ``_``, ``.``, ``/``, ``:`` where possible); the defense column
-    (``quantized:ternary-sparse90``) stays whole unless nothing else fits (below about 55
-    cells with ``--quantized``).  Below about 36 cells nothing fits and rich squeezes the
-    one table."""
-    full = rich_table(rows, title)
-    if width is None or _measure(full) <= width:
-        return [full]
-    plan = _plan(rows, title, width)
-    if plan is None:
-        return [full]
-    from rich.text import Text
-
-    parts, legend = plan
-    n = len(parts)
-    out: list = [_part_table(p, (f"{title} ({i}/{n})" if n > 1 else title)
-                             + (f"\n{p.context}" if p.context else ""))
-                 for i, p in enumerate(parts, 1)]
-    out += [Text(line, overflow="fold") for line in legend]
-    return out
+    """The table(s) to print at ``width`` cells (None: no limit): :func:`rich_table` when it
+    fits with its names folded at :data:`NARROWEST` cells, else :func:`transposed_tables`.
+    Widths are rich's measurements."""
+    if width is None or not rows or _natural_width(rich_table(rows, title, True)) <= width:
+        return [rich_table(rows, title)]
+    return transposed_tables(rows, title, width)
 
 
-def _measure(renderable) -> int:
+def _natural_width(renderable) -> int:
+    """The cells ``renderable`` takes given all it wants (rich's measurement)."""
     from rich.console import Console
 
     return Console(width=10_000).measure(renderable).maximum
@@ -537,25 +365,13 @@ def output_width() -> int | None:
 
 
 def print_table(rows: list[dict[str, Any]], title: str = "fedaudit compare") -> None:
-    """Print the table to stdout within :func:`output_width`.
-
-    The width is the ``COLUMNS`` environment variable when it is set, even when stdout is
-    not a terminal (``COLUMNS=80 fedaudit compare ... | less``); else the terminal's width;
-    else (a pipe or file, no ``COLUMNS``) the one table gets all the width it needs.  A
-    table wider than the width is split as :func:`layout_tables` describes (no line longer
-    than the width, no column shrunk to nothing, numbers and quantizer names whole), and a
-    last line says so; ``--csv`` / ``--json`` give every column in one table."""
+    """Print :func:`layout_tables` to stdout at :func:`output_width` (``COLUMNS`` applies
+    when stdout is not a terminal too: ``COLUMNS=80 fedaudit compare ... | less``); without
+    a width, the one table as wide as it needs."""
     from rich.console import Console
-    from rich.table import Table
 
     width = output_width()
     tables = layout_tables(rows, title, width)
-    if width is None:
-        width = max(80, _measure(tables[0]))
-    console = Console(width=width)
+    console = Console(width=width or max(80, _natural_width(tables[0])))
     for t in tables:
         console.print(t, highlight=False)
-    n = sum(isinstance(t, Table) for t in tables)
-    if n > 1:
-        console.print(f"({n} tables to fit {width} columns; --csv or --json give one table)",
-                      highlight=False)

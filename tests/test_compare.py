@@ -1,4 +1,4 @@
-"""``fedaudit compare`` tables at a terminal width, and folders of runs as arguments.
+"""``fedaudit compare`` tables at a terminal width, CSV / JSON, and folders of runs as arguments.
 
 No training here: the run directories are fake finished runs (a results.json with the keys
 ``fedaudit compare`` reads), so every test takes milliseconds.
@@ -9,10 +9,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ QUANTIZERS = ["fp32", "int8", "int4", "int2", "ternary", "ternary-sparse50", "te
               "binary"]
 METHODS = ["resmia", "loss", "confidence", "entropy", "mentropy"]
 NUMBER = re.compile(r"^(–|∞|−∞|nan|\d+\.\d{3}|\d+(\.\d+)?(e[-+]\d+)?)$")
+LABELS = ["Res-MIA", "LOSS", "confidence", "entropy", "m-entropy"]
 
 
 def _attacks(base: float) -> dict:
@@ -57,114 +60,321 @@ def two_runs(tmp_path) -> list[Path]:
                            epsilon=3.21)]
 
 
-def _tables(text: str) -> list[list[str]]:
-    """The header lines (between ┏ and ┡) of every table in rendered output."""
-    out, cur = [], None
+def render(rows: list[dict], width: int, title: str = "fedaudit compare") -> str:
+    """What ``layout_tables`` prints at ``width``, uncropped (a line too long stays long)."""
+    from rich.console import Console
+
+    from fedaudit.compare import layout_tables
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    for t in layout_tables(rows, title, width):
+        console.print(t, crop=False)
+    return console.export_text()
+
+
+def parse_tables(text: str) -> list[dict]:
+    """Every table in rendered output: ``{"header": [cell], "body": [[cell]]}``, a cell's
+    lines joined by newlines (a body row per line: a folded name continues on the next)."""
+    tables, cur, part = [], None, None
     for line in text.splitlines():
         s = line.strip()
         if s.startswith("┏"):
-            cur = []
-        elif s.startswith("┡") and cur is not None:
-            out.append(cur)
-            cur = None
-        elif cur is not None:
-            cur.append(s)
-    return out
+            bounds = [i for i, ch in enumerate(s) if ch in "┏┳┓"]
+            cur, part = {"header": [""] * (len(bounds) - 1), "body": []}, "header"
+            tables.append(cur)
+        elif s.startswith("┡"):
+            part = "body"
+        elif s.startswith("└"):
+            cur = part = None
+        elif part == "header":
+            for j, (a, b) in enumerate(zip(bounds, bounds[1:])):
+                piece = s[a + 1:b].strip()
+                cur["header"][j] = "\n".join(x for x in (cur["header"][j], piece) if x)
+        elif part == "body":
+            cur["body"].append([s[a + 1:b].strip() for a, b in zip(bounds, bounds[1:])])
+    return tables
 
 
-def _body_cells(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("│").split("│")]
-            for line in text.splitlines() if line.strip().startswith("│")]
+def transposed(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The run column headers and ``field name -> cells`` (in run order) of transposed
+    tables, their parts put together; the field names must not wrap."""
+    headers, fields = [], {}
+    for t in parse_tables(text):
+        headers += t["header"][1:]
+        label = None
+        for row in t["body"]:
+            if row[0]:
+                label = row[0]
+                fields.setdefault(label, [])
+                start = len(fields[label])
+                fields[label] += row[1:]
+            else:  # a continuation line of the row above
+                for j, piece in enumerate(row[1:]):
+                    if piece:
+                        fields[label][start + j] += "\n" + piece
+    return headers, fields
 
 
-def check_fits(text: str, width: int, names: list[str]) -> None:
-    """No line wider than ``width``, nothing cut, every header cell filled, names whole."""
+def flat(cell: str) -> str:
+    """A folded cell (name broken anywhere) back in one piece."""
+    return cell.replace("\n", "")
+
+
+def check_fits(text: str, width: int) -> None:
+    """Output within ``width`` cells, nothing cut, every header cell filled, numbers whole."""
     lines = text.splitlines()
     assert lines, "no output"
     too_long = [ln for ln in lines if len(ln) > width]
     assert not too_long, f"{len(too_long)} lines over {width}: {too_long[0]!r}"
     assert "…" not in text and "..." not in text
-    for name in names:
-        assert name in text, name
-    headers = _tables(text)
-    assert headers, "no table"
-    for head in headers:
-        bounds = [m.start() for m in re.finditer("┃", head[0])]
-        assert all([m.start() for m in re.finditer("┃", h)] == bounds for h in head)
-        for a, b in zip(bounds, bounds[1:]):
-            assert b - a >= 4, f"a column of width {b - a - 3}: {head}"
-            cell = " ".join(h[a + 1:b].strip() for h in head).strip()
-            assert cell, f"blank header cell at {a}: {head}"
-    for row in _body_cells(text):
-        for cell in row:
-            if re.fullmatch(r"[\d.,∞–−]+", cell):
-                assert NUMBER.match(cell), f"number shortened: {cell!r}"
+    tables = parse_tables(text)
+    assert tables, "no table"
+    for t in tables:
+        assert all(t["header"]), f"blank header cell: {t['header']}"
+        for row in t["body"]:
+            for cell in row:
+                if re.fullmatch(r"[\d.,∞–−]+", cell):
+                    assert NUMBER.match(cell), f"number shortened: {cell!r}"
 
 
-# ---- width ---------------------------------------------------------------------------------
+def numbers(rows: list[dict]) -> Counter:
+    """Every number cell the rows should show, as many times as it should appear."""
+    from fedaudit.compare import _cell
 
-def test_compare_quantized_cli_fits_80_columns(two_runs, capsys, monkeypatch):
+    return Counter(_cell(k, v) for r in rows for k, v in r.items()
+                   if v is not None and k not in ("point", "train.lr")
+                   and (k.endswith(("_auc", "_fpr", "_best")) or k.startswith(("rqn", "eps"))
+                        or k == "test_accuracy"))
+
+
+def check_numbers_whole(text: str, rows: list[dict]) -> None:
+    """Each number of ``rows`` is a whole cell of the output (none folded or shortened)."""
+    cells = Counter(c for t in parse_tables(text) for row in t["body"] for c in row)
+    missing = numbers(rows) - cells
+    assert not missing, f"numbers not shown whole: {dict(missing)}"
+
+
+# ---- CSV / JSON: byte for byte what the layout planner's version wrote -----------------------
+
+#: rows of a sweep (a point, grid values, a failed point, inf, nan, an audit lower bound)
+SYNTHETIC = [
+    {"point": 1, "train.lr": 0.05, "audit.quantization.quantizers": ["fp32", "binary"],
+     "run": "quickstart-defended-20250101-120000", "scenario": "quickstart-defended",
+     "defense": "dp-sgd", "epsilon": 3.21, "epsilon_lb": 1.9224, "release": "global",
+     "status": "ok", "test_accuracy": 0.9123, "loss_auc": 0.61, "loss_tpr_1pct_fpr": 0.02,
+     "resmia_auc": 0.6234, "resmia_tpr_1pct_fpr": 0.031, "rqn_mean": math.inf,
+     "insider_best": 0.7},
+    {"point": 2, "train.lr": 0.1, "audit.quantization.quantizers": ["fp32"],
+     "run": "quickstart-defended-20250101-130000", "scenario": "quickstart-defended",
+     "defense": "none", "epsilon": None, "release": "global", "status": "failed",
+     "test_accuracy": math.nan, "error": "RuntimeError: client actor died"},
+]
+
+EXPECTED_CSV = """\
+point,train.lr,audit.quantization.quantizers,run,scenario,defense,epsilon,epsilon_lb,release,status,test_accuracy,resmia_auc,resmia_tpr_1pct_fpr,loss_auc,loss_tpr_1pct_fpr,rqn_mean,insider_best,error
+1,0.05,"['fp32', 'binary']",quickstart-defended-20250101-120000,quickstart-defended,dp-sgd,3.21,1.9224,global,ok,0.9123,0.6234,0.031,0.61,0.02,inf,0.7,
+2,0.1,['fp32'],quickstart-defended-20250101-130000,quickstart-defended,none,,,global,failed,nan,,,,,,,RuntimeError: client actor died
+"""
+
+EXPECTED_JSON = """[
+  {
+    "point": 1,
+    "train.lr": 0.05,
+    "audit.quantization.quantizers": [
+      "fp32",
+      "binary"
+    ],
+    "run": "quickstart-defended-20250101-120000",
+    "scenario": "quickstart-defended",
+    "defense": "dp-sgd",
+    "epsilon": 3.21,
+    "epsilon_lb": 1.9224,
+    "release": "global",
+    "status": "ok",
+    "test_accuracy": 0.9123,
+    "resmia_auc": 0.6234,
+    "resmia_tpr_1pct_fpr": 0.031,
+    "loss_auc": 0.61,
+    "loss_tpr_1pct_fpr": 0.02,
+    "rqn_mean": "inf",
+    "insider_best": 0.7,
+    "error": null
+  },
+  {
+    "point": 2,
+    "train.lr": 0.1,
+    "audit.quantization.quantizers": [
+      "fp32"
+    ],
+    "run": "quickstart-defended-20250101-130000",
+    "scenario": "quickstart-defended",
+    "defense": "none",
+    "epsilon": null,
+    "epsilon_lb": null,
+    "release": "global",
+    "status": "failed",
+    "test_accuracy": "nan",
+    "resmia_auc": null,
+    "resmia_tpr_1pct_fpr": null,
+    "loss_auc": null,
+    "loss_tpr_1pct_fpr": null,
+    "rqn_mean": null,
+    "insider_best": null,
+    "error": "RuntimeError: client actor died"
+  }
+]
+"""
+
+
+def test_csv_and_json_are_unchanged():
+    from fedaudit.compare import align, to_csv, to_json
+
+    rows = align(SYNTHETIC)
+    assert to_csv(rows) == EXPECTED_CSV
+    assert to_json(rows) == EXPECTED_JSON
+    assert to_csv([]) == "run,scenario,defense,epsilon,release,status,test_accuracy\n"
+    assert to_json([]) == "[]\n"
+
+
+@pytest.mark.parametrize("fmt", ["--csv", "--json"])
+def test_csv_and_json_ignore_the_width(two_runs, capsys, monkeypatch, fmt):
+    outs = []
+    for columns in ("40", "80", "1000"):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert cli.main(["compare", *map(str, two_runs), "--quantized", fmt]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] == outs[2]
+    rows = (list(csv.DictReader(io.StringIO(outs[0]))) if fmt == "--csv"
+            else json.loads(outs[0]))
+    assert len(rows) == 2 * (1 + len(QUANTIZERS))  # one row per release, at any width
+
+
+# ---- the table at a width ------------------------------------------------------------------
+
+def test_wide_rows_at_80_columns_are_transposed_with_every_number(two_runs, capsys,
+                                                                  monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    rc = cli.main(["compare", *map(str, two_runs), "--quantized"])
+    assert cli.main(["compare", *map(str, two_runs)]) == 0
     out = capsys.readouterr().out
-    assert rc == 0
-    names = [f"quantized:{q}" for q in QUANTIZERS] + [f"dp-sgd+quantized:{q}" for q in QUANTIZERS]
-    check_fits(out, 80, names + [r.name for r in two_runs])
-    for label in ("Res-MIA", "LOSS", "confidence", "entropy", "m-entropy", "TPR@1%", "mean",
-                  "quant", "r_Qn", "3.21", "∞"):
-        assert label in out, label
-    assert "--csv or --json" in out.splitlines()[-1]
+    check_fits(out, 80)
+    assert len(parse_tables(out)) == 1
+    headers, fields = transposed(out)
+    assert [flat(h) for h in headers] == [r.name for r in two_runs]  # folded by rich, whole
+    assert "scenario quickstart-defended" in out.splitlines()[1]  # the same in both: title
+    expected = {"defense": ["none", "dp-sgd"], "DP epsilon": ["–", "3.21"],
+                "test acc": ["0.912"] * 2, "mean r_Qn": ["4.5"] * 2}
+    for i, label in enumerate(LABELS):
+        expected[f"{label} AUC"] = [f"{0.61 + 0.011 * i:.3f}"] * 2
+        expected[f"{label} TPR@1%"] = [f"{0.02 + 0.003 * i:.3f}"] * 2
+    assert fields == expected
+    assert "transposed to fit 80 columns; --csv or --json give one row per run" in out
+
+
+def test_narrow_rows_at_80_columns_give_the_normal_table(two_runs):
+    from fedaudit.compare import compare_rows
+
+    keep = ("run", "scenario", "defense", "epsilon", "test_accuracy", "loss_auc")
+    rows = [{k: r[k] for k in keep} for r in compare_rows(two_runs)]
+    out = render(rows, 80)
+    check_fits(out, 80)
+    (table,) = parse_tables(out)
+    assert [" ".join(h.split()) for h in table["header"]] == \
+        ["run", "defense", "DP epsilon", "test acc", "LOSS AUC"]
+    assert table["body"] == [[two_runs[0].name, "none", "–", "0.912", "0.621"],
+                             [two_runs[1].name, "dp-sgd", "3.21", "0.912", "0.621"]]
+    assert "transposed" not in out
 
 
 @pytest.mark.parametrize("quantized", [False, True])
-@pytest.mark.parametrize("width", [60, 80, 100, 132])
-def test_layout_tables_fit_a_console_width(two_runs, width, quantized):
-    from rich.console import Console
-
-    from fedaudit.compare import compare_rows, layout_tables
+@pytest.mark.parametrize("width", [50, 60, 80, 100, 132, 200])
+def test_tables_fit_a_width_with_every_number_whole(two_runs, width, quantized):
+    from fedaudit.compare import compare_rows
 
     rows = compare_rows(two_runs, quantized=quantized)
-    console = Console(width=width, record=True, file=io.StringIO())
-    for t in layout_tables(rows, "fedaudit compare", width):
-        console.print(t)
-    text = console.export_text()
-    names = ([f"quantized:{q}" for q in QUANTIZERS] if quantized else ["none", "dp-sgd"])
-    check_fits(text, width, names)
-    values = {f"{v:.3f}" for r in rows for k, v in r.items() if k.endswith("_auc")}
-    assert values <= {c for row in _body_cells(text) for c in row}  # every AUC, unshortened
+    out = render(rows, width)
+    check_fits(out, width)
+    check_numbers_whole(out, rows)
+    if len(parse_tables(out)) > 1 or "transposed" in out:
+        headers, fields = transposed(out)
+        want = [r["run"] + (r["defense"] if quantized else "") for r in rows]
+        assert [flat(h) for h in headers] == want  # every release once, in order
+        assert set(map(len, fields.values())) == {len(rows)}
 
 
-def test_sweep_rows_with_a_failure_fit_80_columns(two_runs):
-    from rich.console import Console
+def test_many_runs_are_split_into_transposed_tables_of_near_equal_size(tmp_path):
+    from fedaudit.compare import compare_rows
 
-    from fedaudit.compare import align, compare_rows, layout_tables
+    runs = [write_fake_run(tmp_path / f"run{i:02d}-20250101-120000", defense="dp-sgd",
+                           epsilon=round(0.5 + i, 2)) for i in range(10)]
+    rows = compare_rows(runs)
+    out = render(rows, 80)
+    check_fits(out, 80)
+    check_numbers_whole(out, rows)
+    tables = parse_tables(out)
+    sizes = [len(t["header"]) - 1 for t in tables]
+    assert len(tables) > 1 and sum(sizes) == 10 and max(sizes) - min(sizes) <= 1
+    assert [f"fedaudit compare ({i}/{len(tables)})" in out for i in range(1, len(tables) + 1)]
+    headers, fields = transposed(out)
+    assert [flat(h) for h in headers] == [r.name for r in runs]
+    assert fields["DP epsilon"] == [f"{0.5 + i:g}" for i in range(10)]
+    assert out.count("transposed to fit 80 columns") == 1  # under the last table
+
+
+def test_sweep_rows_with_a_failure_at_80_columns(two_runs):
+    from fedaudit.compare import align, compare_rows
 
     rows = [{"point": i, "train.lr": lr, "audit.quantization.quantizers": ["fp32", "binary"],
              **r} for i, (lr, r) in enumerate(zip((0.05, 0.1), compare_rows(two_runs)), 1)]
+    error = ("RuntimeError: client actor died " * 6).strip()
     rows.append({"point": 3, "train.lr": 0.2, "audit.quantization.quantizers": ["fp32"],
                  "run": "quickstart-defended-20250101-140000", "scenario": "quickstart-defended",
-                 "defense": "none", "release": "global", "status": "failed",
-                 "error": "RuntimeError: client actor died " * 6})
+                 "defense": "none", "release": "global", "status": "failed", "error": error})
     rows = align(rows)
-    console = Console(width=80, record=True, file=io.StringIO())
-    for t in layout_tables(rows, "sweep x", 80):
-        console.print(t)
-    text = console.export_text()
-    check_fits(text, 80, ["failed", "0.050", "0.100", "0.200", "dp-sgd"])
-    legend = [ln for ln in text.splitlines() if ln.startswith("point ")]
-    assert legend[0] == f"point 1: run {rows[0]['run']}"
-    assert legend[2].startswith("point 3: run quickstart-defended-20250101-140000, error "
-                                "RuntimeError: client")
-    assert text.count("client actor died") >= 3  # the whole error, folded
+    out = render(rows, 80, "sweep x")
+    check_fits(out, 80)
+    check_numbers_whole(out, rows)
+    headers, fields = transposed(out)
+    assert headers == ["point 1", "point 2", "point 3"]
+    assert [flat(c) for c in fields["run"]] == [r["run"] for r in rows]
+    assert fields["train.lr"] == ["0.050", "0.100", "0.200"]
+    assert fields["status"] == ["ok", "ok", "failed"]
+    assert " ".join(fields["error"][2].split()) == error  # wrapped at spaces, whole
+
+
+def test_one_run_quantized_names_each_release_by_its_defense(two_runs):
+    from fedaudit.compare import compare_rows
+
+    rows = compare_rows(two_runs[1:], quantized=True)
+    out = render(rows, 80)
+    check_fits(out, 80)
+    check_numbers_whole(out, rows)
+    headers, fields = transposed(out)
+    assert [flat(h) for h in headers] == ["dp-sgd"] + [f"dp-sgd+quantized:{q}"
+                                                       for q in QUANTIZERS]
+    assert f"run {two_runs[1].name}, scenario quickstart-defended" in out  # in the title
+    assert "run" not in fields and "defense" not in fields
+    assert fields["quant r_Qn"][-1] == "∞"
+
+
+def test_below_one_run_per_table_rich_squeezes_it(two_runs):
+    from fedaudit.compare import compare_rows
+
+    rows = compare_rows(two_runs)
+    out = render(rows, 34)  # field names (17) and one run column (12) need 36
+    assert max(map(len, out.splitlines())) <= 34
+    tables = parse_tables(out)
+    assert [len(t["header"]) for t in tables] == [2, 2]  # a table per run, squeezed
 
 
 def test_wide_table_unchanged_in_a_pipe_without_columns(two_runs, capsys, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     assert cli.main(["compare", *map(str, two_runs), "--quantized"]) == 0
     out = capsys.readouterr().out
-    assert len(_tables(out)) == 1  # one table, as wide as it needs
+    (table,) = parse_tables(out)  # one table, a row per release, as wide as it needs
+    assert len(table["body"]) == 2 + 2 * len(QUANTIZERS)
     assert max(map(len, out.splitlines())) > 80
-    check_fits(out, 10_000, [f"dp-sgd+quantized:{q}" for q in QUANTIZERS])
+    assert [row[1] for row in table["body"]][-1] == "dp-sgd+quantized:binary"
+    check_fits(out, 10_000)
 
 
 def test_columns_honoured_by_the_cli_process(two_runs):
@@ -172,17 +382,8 @@ def test_columns_honoured_by_the_cli_process(two_runs):
     proc = subprocess.run([sys.executable, "-m", "fedaudit.cli", "compare", *map(str, two_runs),
                            "--quantized"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    check_fits(proc.stdout, 80, [f"quantized:{q}" for q in QUANTIZERS])
-
-
-def test_fold_breaks_after_separators():
-    from fedaudit.compare import _fold
-
-    assert _fold("quickstart-defended-20250101-120000", 20) == \
-        "quickstart-defended-\n20250101-120000"
-    assert _fold("abcdefghij", 4) == "abcd\nefgh\nij"
-    assert _fold("short", 10) == "short"
-    assert all(len(x) <= 7 for x in _fold("RuntimeError: client actor died", 7).split("\n"))
+    check_fits(proc.stdout, 80)
+    assert "transposed to fit 80 columns" in proc.stdout
 
 
 # ---- folders -------------------------------------------------------------------------------
@@ -225,7 +426,10 @@ def test_sweep_dir_is_absolute_and_compare_accepts_it(tmp_path, monkeypatch, cap
     monkeypatch.setenv("COLUMNS", "80")
     assert cli.main(["compare", str(sweep_dir), "--quantized"]) == 0
     out = capsys.readouterr().out
-    check_fits(out, 80, ["quantized:ternary-sparse90", "quantized:fp32"])
+    check_fits(out, 80)
+    headers, _ = transposed(out)
+    assert [flat(h) for h in headers] == [f"point {p}{d}" for p in (1, 3) for d in
+                                          ("none", "quantized:fp32", "quantized:ternary-sparse90")]
 
 
 def test_compare_accepts_a_folder_of_runs_and_mixes_it_with_runs(tmp_path, capsys):
