@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fedaudit.errors import ScenarioError
-from fedaudit.report.format import fmt, fmt_g
-from fedaudit.report.format import method_label, ordered_methods
+from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
 from fedaudit.rundir.reading import RESULTS_NAME, RUN_MARKERS, RunData, load_run, num
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)

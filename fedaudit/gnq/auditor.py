@@ -16,7 +16,7 @@ with a mean-reduced loss the backward carries b_i / B, so K is rescaled by B^2.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Literal
+from typing import Iterator, Literal
 
 import torch
 import torch.nn as nn
@@ -326,13 +326,3 @@ class GhostAuditor:
         return _gnq_from_trusted_gram(
             self.gram(), self.lam, self.lam_mode, self.rho, self.normalize
         )
-
-
-def __getattr__(name: str) -> Any:
-    # gnq_scores and METHODS lived here before fedaudit.gnq.scores; imported lazily, as
-    # that module imports this one
-    if name in ("gnq_scores", "METHODS"):
-        from . import scores
-
-        return getattr(scores, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
