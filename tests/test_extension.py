@@ -61,15 +61,25 @@ class ExtClip(UpdateClipping):
     kind = "ext-clip"
 
 
+def round_loss_section(run):
+    """The stage's report section: its AUC, from results.json."""
+    entry = run.results.get("ext_round_loss")
+    return "" if entry is None else f"<p>LOSS on round {entry['round']}: AUC {entry['auc']:.3f}</p>"
+
+
 @pytest.fixture()
 def extensions():
+    from fedaudit.report.sections import register_section, unregister_section
+
     register_target(FirstRound)
     register_stage(RoundLoss)
     register_defense(ExtClip)
+    register_section("ext-round-loss", "LOSS on one round", html=round_loss_section)
     yield
     TARGETS.unregister(FirstRound.name)
     STAGES.unregister(RoundLoss.name)
     DEFENSES.unregister(ExtClip.kind)
+    unregister_section("ext-round-loss")
 
 
 def test_the_schema_reads_stages_targets_and_defenses(extensions):
@@ -128,3 +138,5 @@ def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
     scores = run.scores()
     targets = set(np.asarray(scores["target"]).tolist())
     assert targets == {"global", "ext-first-round:1", "ext-round-loss:1"}
+    html = run.report().read_text(encoding="utf-8")
+    assert "LOSS on one round" in html and f"AUC {res['ext_round_loss']['auc']:.3f}" in html

@@ -52,3 +52,20 @@ def test_the_client_app_pickles_as_its_mods():
     again = cloudpickle.loads(blob)()
     assert isinstance(again, FedauditClientApp) and again.extra_mods == ()
     assert list(again._registered_funcs) == ["train.default"]  # its train handler
+
+
+def test_a_client_validating_its_scenario_imports_no_scipy_or_sklearn():
+    # every client actor imports the ClientApp and validates the scenario it receives (the
+    # schema reads the stage and target registries); scikit-learn and scipy.stats/optimize
+    # cost about a second of each actor's start-up and only the driver's audit needs them
+    import subprocess
+    import sys
+
+    code = ("import sys, fedaudit.simulation.client\n"
+            "from fedaudit.config import load_scenario\n"
+            "load_scenario('quickstart')\n"
+            "print(sorted(m for m in ('sklearn', 'scipy.stats', 'scipy.optimize') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    assert out == "[]"

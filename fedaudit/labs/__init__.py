@@ -18,9 +18,10 @@ import importlib
 from fedaudit.labs.todo import LabCheckError, Todo, is_todo, require, todo
 
 __all__ = ["LabCheckError", "Todo", "is_todo", "require", "todo", "TARGET", "client_oracle", "lab_dir", "lab_run", "load_target",
-           "Target", "make_challenge", "load_challenge", "write_submission", "grade"]
+           "AttackerView", "Target", "make_challenge", "load_challenge", "write_submission", "grade"]
 
 _LAZY = {"TARGET": "runs", "client_oracle": "runs", "lab_dir": "runs", "lab_run": "runs", "load_target": "runs", "Target": "runs",
+         "AttackerView": "runs",
          "make_challenge": "challenge", "load_challenge": "challenge",
          "write_submission": "challenge", "grade": "challenge"}
 

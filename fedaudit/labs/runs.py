@@ -26,7 +26,7 @@ from fedaudit.api import Run, ScenarioLike, load_run, run, validate
 from fedaudit.scenario import Scenario
 from fedaudit.version import __version__
 
-__all__ = ["LAB_DIR_ENV", "TARGET", "Target", "client_oracle", "lab_dir", "lab_run", "load_target", "run_scenario"]
+__all__ = ["LAB_DIR_ENV", "TARGET", "AttackerView", "Target", "client_oracle", "lab_dir", "lab_run", "load_target", "run_scenario"]
 
 LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
 
@@ -73,13 +73,14 @@ def run_scenario(r: Run) -> Scenario:
 
 
 @dataclass(frozen=True)
-class Target:
-    """A trained global model behind an oracle, and the samples fedaudit attacked.
+class AttackerView:
+    """A trained model behind an oracle, and the samples fedaudit attacked.
 
-    ``x, y, sample_id, member, client`` are parallel arrays over the pooled audit set
-    (``member`` 1 for a training sample, ``client`` its owner, -1 for a non-member);
-    ``data`` is the whole federated dataset (``data.clients[c]``: client c's sample ids,
-    ``data.test``: the test ids)."""
+    ``target`` is the audit's own :class:`fedaudit.audit.Target` (what the oracle queries:
+    its name, kind and round, as in scores.npz); ``x, y, sample_id, member, client`` are
+    parallel arrays over the pooled audit set (``member`` 1 for a training sample,
+    ``client`` its owner, -1 for a non-member); ``data`` is the whole federated dataset
+    (``data.clients[c]``: client c's sample ids, ``data.test``: the test ids)."""
 
     oracle: object
     x: np.ndarray
@@ -89,6 +90,11 @@ class Target:
     client: np.ndarray
     data: object
     scenario: Scenario
+    target: object = None
+
+
+#: the earlier name of :class:`AttackerView`
+Target = AttackerView
 
 
 def _context(r: Run):
@@ -106,23 +112,34 @@ def _context(r: Run):
                         r.results, Trajectory(paths, load_checkpoint(paths[-1])))
 
 
-def load_target(r: Run, round_: int | None = None) -> Target:
+def load_target(r: Run, round_: int | None = None) -> AttackerView:
     """The attacker's view of a finished run: an oracle on the global model after
-    ``round_`` (default the last round) and the pooled audit set of the run's attacks."""
+    ``round_`` (default the last round: the ``global`` target) and the pooled audit set of
+    the run's attacks."""
+    from fedaudit.audit import Target as AuditTarget
+    from fedaudit.audit.targets.base import model_methods
+
     ctx = _context(r)
     rounds = len(ctx.trajectory.checkpoints)
     round_ = rounds if round_ is None else round_
     if not 1 <= round_ <= rounds:
         raise ValueError(f"round_ must be between 1 and {rounds}, got {round_}")
+    target = (AuditTarget("global", "global", lambda: ctx.trajectory.final,
+                          model_methods(ctx.scenario)) if round_ == rounds else
+              AuditTarget(f"round:{round_}", "rounds", lambda: ctx.trajectory.state(round_),
+                          model_methods(ctx.scenario), per_client=False, round=round_))
     ids, member = ctx.pooled.ids, ctx.pooled.member
     owner = ctx.data.client_of()[ids]
-    return Target(ctx.oracle(ctx.trajectory.state(round_)), ctx.data.x[ids], ctx.data.y[ids],
-                  ids, member, np.where(member == 1, owner, -1), ctx.data, ctx.scenario)
+    return AttackerView(ctx.oracle(target.load()), ctx.data.x[ids], ctx.data.y[ids], ids,
+                        member, np.where(member == 1, owner, -1), ctx.data, ctx.scenario,
+                        target)
 
 
 def client_oracle(r: Run, client: int, round_: int | None = None):
     """An oracle on the model client ``client`` sent to the server in ``round_`` (default:
-    the last round the run kept; needs ``attack.targets`` with ``clients``)."""
+    the last round the run kept; needs ``attack.targets`` with ``clients``): the
+    ``clients`` target of that client and round."""
+    from fedaudit.audit import Target as AuditTarget
     from fedaudit.rundir import load_checkpoint
     from fedaudit.rundir.client_models import client_model_rounds
     from fedaudit.rundir.layout import client_model_path
@@ -134,4 +151,7 @@ def client_oracle(r: Run, client: int, round_: int | None = None):
     round_ = max(kept) if round_ is None else round_
     if client not in kept.get(round_, []):
         raise ValueError(f"no model of client {client} kept for round {round_}; kept: {kept}")
-    return _context(r).oracle(load_checkpoint(client_model_path(r.dir, round_, client)))
+    target = AuditTarget(f"client-model:r{round_}", "clients",
+                         lambda: load_checkpoint(client_model_path(r.dir, round_, client)),
+                         (), client=client, round=round_)
+    return _context(r).oracle(target.load())

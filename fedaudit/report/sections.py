@@ -282,3 +282,23 @@ SECTIONS: list[tuple[str, str, str, Callable[[RunData], str] | None,
     ("clients", "Per-client table", "", section_clients, None),
     ("scenario", "Resolved scenario", "", section_scenario, None),
 ]
+
+
+def register_section(sid: str, heading: str, intro: str = "", *,
+                     html: Callable[[RunData], str] | None = None,
+                     before: str = "clients") -> None:
+    """Add a report section (an audit stage's, say): ``html(run)`` gives its body (empty
+    for none; figures registered with :func:`fedaudit.report.registry.figure` under
+    ``sid`` follow it).  It goes before the section ``before`` (default: the per-client
+    table); registering ``sid`` again replaces it in place."""
+    entry = (sid, heading, intro, html, None)
+    ids = [s[0] for s in SECTIONS]
+    if sid in ids:
+        SECTIONS[ids.index(sid)] = entry
+        return
+    SECTIONS.insert(ids.index(before) if before in ids else len(SECTIONS), entry)
+
+
+def unregister_section(sid: str) -> None:
+    """Remove a section added by :func:`register_section`."""
+    SECTIONS[:] = [s for s in SECTIONS if s[0] != sid]

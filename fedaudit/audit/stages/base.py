@@ -5,7 +5,9 @@ A :class:`Stage` declares when it runs (:meth:`~Stage.enabled`, from the scenari
 what the scenario must satisfy then (:meth:`~Stage.check`, run by the scenario's
 validation), the scenario tables it adds (:attr:`~Stage.options`: ``{"table": {key:
 Field}}``, read with ``scenario.stages["table"]``), the results.json keys it writes
-(:attr:`~Stage.writes`) and its place (:attr:`~Stage.order`).  The built-in stages, in
+(:attr:`~Stage.writes`) and its place (:attr:`~Stage.order`); its report section, if it
+wants one, is :func:`fedaudit.report.sections.register_section` (and figures with
+:func:`fedaudit.report.registry.figure`) in the same file.  The built-in stages, in
 order: quantization and r_Qn (100), reference models (200), the one-run DP audit (300),
 the attacks on every listed target (400), Res-MIA's confidence curves (500), the GNQ-attack
 link (600), the attacker positions (800), plug-ins (default 900), scores.npz (1000).  A

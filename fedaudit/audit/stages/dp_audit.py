@@ -34,12 +34,11 @@ import torch
 
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals, lira_attack
-from fedaudit.data import FederatedData
-from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
-from fedaudit.dp_audit.summary import audit_summary, warning_message
-from fedaudit.models import model_for
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.data import FederatedData
+from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
+from fedaudit.models import model_for
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import DP_CANARIES_NAME
 from fedaudit.scenario import Scenario
@@ -85,6 +84,8 @@ def client_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     scores = direction_scores(change, scenario.seed, cfg.canaries)
     included = client_inclusion(cfg.canaries, scenario.seed)
     k_plus, k_minus = cfg.guess_counts()
+    from fedaudit.dp_audit.summary import audit_summary  # scipy: not in the clients
+
     summary, guess = audit_summary(scores, included, k_plus=k_plus, k_minus=k_minus,
                                    delta=_delta(scenario), beta=cfg.beta,
                                    claimed_epsilon=claimed_epsilon, level="client",
@@ -132,6 +133,8 @@ def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     else:
         scores, attack = canary_scores(scenario, data, state, device), "loss"
     k_plus, k_minus = scenario.audit.dp.guess_counts()
+    from fedaudit.dp_audit.summary import audit_summary  # scipy: not in the clients
+
     summary, guess = audit_summary(scores, can.included, k_plus=k_plus, k_minus=k_minus,
                                    delta=_delta(scenario),
                                    beta=scenario.audit.dp.beta,
@@ -160,6 +163,8 @@ def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
              summary["canaries"], summary["epsilon_lower_bound"], 100 * (1 - summary["beta"]),
              claimed)
     if summary["exceeds_claimed"]:
+        from fedaudit.dp_audit.summary import warning_message
+
         msg = warning_message(summary)
         log.warning("%s", msg)
         results["warnings"].append({"round": None, "message": msg})
