@@ -1,0 +1,50 @@
+"""The dataset type and registry: :class:`Dataset` (what every loader returns: images as
+float32 (N, C, H, W) in [0, 1] and int64 labels; the position of a sample in these arrays
+is its global sample id), :data:`DATASETS` (name -> loader), :func:`register_dataset` and
+:func:`load_dataset`.  The built-in loaders are the other modules of this folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fedaudit.registry import Registry
+from fedaudit.scenario import DataConfig
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    x: np.ndarray  # float32 (N, C, H, W) in [0, 1]
+    y: np.ndarray  # int64 (N,)
+    classes: tuple[str, ...]
+    #: what the loader wants the user to know (e.g. skipped files): logged to the run's
+    #: run.log and listed in results.json ``warnings``
+    notes: tuple[str, ...] = ()
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.x.shape[1:])  # type: ignore[return-value]
+
+
+#: name -> loader ``fn(data_cfg: DataConfig) -> Dataset`` (``data_cfg``: the scenario's
+#: ``[data]`` table); the scenario's ``data.dataset`` choices come from here.
+DATASETS: Registry[str, Callable[[DataConfig], Dataset]] = Registry(
+    "dataset", name_pattern=r"[a-z0-9][a-z0-9_.-]*")
+
+
+def register_dataset(name: str, *, replace: bool = False, **meta):
+    """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``;
+    ``needs_path=True`` makes ``data.path`` required for it."""
+    return DATASETS.register(name, replace=replace, **meta)
+
+
+def load_dataset(cfg: DataConfig) -> Dataset:
+    """Load the dataset named by a resolved ``[data]`` table."""
+    return DATASETS.get(cfg.dataset)(cfg)
