@@ -196,8 +196,8 @@ def import_submodules(package: str, path: Any, first: tuple[str, ...] = ()) -> N
     """Import every public module of a plug-in folder (``package`` with ``__path__`` =
     ``path``), so that the entries they define register: ``first`` in that order (their
     registration order is meaningful), then the others alphabetically.  Attacks,
-    defenses, target kinds and audit stages are discovered this way: a new one is a new
-    file in its folder."""
+    datasets, models, defenses, target kinds and audit stages are discovered this way: a
+    new one is a new file in its folder."""
     names = [i.name for i in pkgutil.iter_modules(path) if not i.name.startswith("_")]
     for name in [*first, *sorted(n for n in names if n not in first)]:
         importlib.import_module(f"{package}.{name}")
