@@ -9,7 +9,7 @@ image's fine detail is eroded. Erosion step ``k`` (``k = 1..K``)::
 always pooled from the original ``x_0`` (never from ``x_{k-1}``), with ``upsample`` the
 nearest-neighbour interpolation (``"bilinear"`` is an ablation). With ``f`` the oracle's
 softmax output and ``y* = argmax f(x_0)`` (the predicted label; no true label needed;
-``label="true"`` uses the true label ``y`` instead, an ablation), the confidence curve is
+``label="given"`` uses the given (true) label ``y`` instead, an ablation), the confidence curve is
 ``c_k = phi(f(x_k), y*)``, ``k = 0..K``, with ``phi(p, y) = p_y`` (``scale="probability"``,
 the paper) or LiRA's logit ``phi(p, y) = log p_y - log sum_{y' != y} p_y'``
 (``scale="logit"``: raw confidence saturates near 1 for members, the logit keeps them
@@ -54,7 +54,9 @@ __all__ = ["ErosionSchedule", "erode", "default_sizes", "schedule_sizes", "resmi
            "resmia_attack"]
 
 _SCORES = ("endpoint", "mean-slope")
-_LABELS = ("predicted", "true")
+_LABELS = ("predicted", "given")
+#: the earlier spelling of "given" (a bare true on the command line is a TOML boolean)
+_LABEL_ALIASES = {"true": "given"}
 _SCALES = ("probability", "logit")
 
 
@@ -66,7 +68,7 @@ def resmia_scores(
     sizes: Sequence[SizeSpec] | None = None,
     upsample: Literal["nearest", "bilinear"] = "nearest",
     score: Literal["endpoint", "mean-slope"] = "endpoint",
-    label: Literal["predicted", "true"] = "predicted",
+    label: Literal["predicted", "given"] = "predicted",
     labels: Any = None,
     scale: Literal["probability", "logit"] = "probability",
     factor: float = 2.0,
@@ -81,7 +83,7 @@ def resmia_scores(
     one oracle batch, ``oracle.batch_size // (K + 1)``), each chunk's eroded copies
     concatenated into one query stream.
 
-    ``label``: ``"predicted"`` (the paper: ``y* = argmax f(x_0)``) or ``"true"`` (``y* =
+    ``label``: ``"predicted"`` (the paper: ``y* = argmax f(x_0)``) or ``"given"`` (``y* =
     labels``, the true labels, required then). ``scale``: ``"probability"`` (the paper:
     ``c_k = f_{y*}(x_k)``) or ``"logit"`` (``c_k = log f_{y*}(x_k) - log sum_{y' != y*}
     f_{y'}(x_k)``, :func:`attacks.reference.logit_confidence`). ``steps``, ``sizes``,
@@ -94,6 +96,7 @@ def resmia_scores(
         raise ValueError(f"score must be one of {', '.join(_SCORES)}; got {score!r}")
     if upsample not in _UPSAMPLE:
         raise ValueError(f"upsample must be one of {', '.join(_UPSAMPLE)}; got {upsample!r}")
+    label = _LABEL_ALIASES.get(label, label)
     if label not in _LABELS:
         raise ValueError(f"label must be one of {', '.join(_LABELS)}; got {label!r}")
     if scale not in _SCALES:
@@ -108,7 +111,7 @@ def resmia_scores(
     k = len(resolved)
     n = int(x.shape[0])
     true_y = None
-    if label == "true":
+    if label == "given":
         true_y = _check_true_labels(labels, n)
     if chunk_size is None:
         chunk_size = max(1, int(getattr(oracle, "batch_size", 256)) // (k + 1))
@@ -146,7 +149,7 @@ def resmia_scores(
 
 def _check_true_labels(labels: Any, n: int) -> np.ndarray:
     if labels is None:
-        raise ValueError('label = "true" needs the true labels (labels=...)')
+        raise ValueError('label = "given" needs the true labels (labels=...)')
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
     y = np.asarray(labels)
@@ -188,8 +191,9 @@ RESMIA_OPTIONS = {
     "score": option(str, "endpoint", "confidence-decay statistic",
                     choices=_SCORES),
     "label": option(str, "predicted", "class whose confidence is tracked: predicted on the "
-                    "original image (the paper, label-free) or the true label",
-                    choices=_LABELS),
+                    "original image (the paper, label-free) or given: the sample's true "
+                    "label (the earlier spelling 'true' is accepted)",
+                    choices=_LABELS, aliases=_LABEL_ALIASES),
     "scale": option(str, "probability", "confidence scale: the softmax probability (the "
                     "paper) or its logit log p - log(1 - p)", choices=_SCALES),
 }
@@ -214,14 +218,14 @@ def resmia_attack(
     min_size: int = 1,
     upsample: Literal["nearest", "bilinear"] = "nearest",
     score: Literal["endpoint", "mean-slope"] = "endpoint",
-    label: Literal["predicted", "true"] = "predicted",
+    label: Literal["predicted", "given"] = "predicted",
     scale: Literal["probability", "logit"] = "probability",
     chunk_size: int | None = None,
 ) -> np.ndarray:
     """Registered Res-MIA attack; ``y`` (the true labels) is used only with
-    ``label="true"`` (the paper's Res-MIA tracks ``argmax f(x_0)``)."""
+    ``label="given"`` (the paper's Res-MIA tracks ``argmax f(x_0)``)."""
     return resmia_scores(
         oracle, x, steps=steps, sizes=sizes, factor=factor, min_size=min_size,
-        upsample=upsample, score=score, label=label, labels=y if label == "true" else None,
+        upsample=upsample, score=score, label=label, labels=y if _LABEL_ALIASES.get(label, label) == "given" else None,
         scale=scale, chunk_size=chunk_size,
     )

@@ -68,12 +68,18 @@ def _attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
 
 #: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)
 POSITION_COLUMNS = {"insider": "insider_best", "curious server": "server_best"}
+#: the insider's best round's AUC (picked with the labels: an upper bound, not an attack)
+UPPER_BOUND_COLUMN = "insider_upper_bound"
 
 
 def _position_cells(r: dict[str, Any]) -> dict[str, float | None]:
-    return {POSITION_COLUMNS[p["position"]]: num(p.get("auc"))
-            for p in r.get("attack_positions") or []
-            if isinstance(p, dict) and p.get("position") in POSITION_COLUMNS}
+    rows = [p for p in r.get("attack_positions") or [] if isinstance(p, dict)]
+    out = {POSITION_COLUMNS[p["position"]]: num(p.get("auc")) for p in rows
+           if p.get("position") in POSITION_COLUMNS}
+    for p in rows:  # the insider's best round: an upper bound, in a column of its own
+        if isinstance(p.get("best_round_upper_bound"), dict):
+            out[UPPER_BOUND_COLUMN] = num(p["best_round_upper_bound"].get("auc"))
+    return out
 
 
 def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
@@ -168,7 +174,8 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     metric_sfx = ("_auc", "_tpr_1pct_fpr")
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
     metric = [f"{m}{s}" for m in methods for s in metric_sfx]
-    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values()) if k in keys]
+    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN)
+            if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
             and k not in ("error", "epsilon_lb")]
     base = [k for k in BASE_COLUMNS if k in keys]
@@ -211,7 +218,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "epsilon_lb": "audit\neps >=",
             "rqn_mean": "mean\nr_Qn", "rqn": "quant\nr_Qn", "insider_best": "insider\nbest AUC",
-            "server_best": "server\nbest AUC"}
+            "server_best": "server\nbest AUC", UPPER_BOUND_COLUMN: "insider best\nround (bound)"}
 
 
 def _header(col: str) -> str:
@@ -236,7 +243,8 @@ def _cell(col: str, v: Any) -> str:
 def _numeric(col: str) -> bool:
     return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
                                                      "epsilon", "epsilon_lb",
-                                                     *POSITION_COLUMNS.values())
+                                                     *POSITION_COLUMNS.values(),
+                                                     UPPER_BOUND_COLUMN)
 
 
 #: the narrowest a column of names (a transposed table's run column) folds to; the widest

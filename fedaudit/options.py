@@ -8,7 +8,9 @@ one validation path (:func:`check_value`) for both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable
 
 from fedaudit.errors import ScenarioError
@@ -35,6 +37,8 @@ class Field:
     # a plug-in option whose value equals ``unset`` is not passed to the plug-in, which
     # then uses its own default (e.g. Res-MIA's steps = 0: floor(log2 H) steps)
     unset: Any = PASS_ALWAYS
+    #: earlier spellings of choices, still accepted and replaced by the current one
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def option(types, default, help, **kw) -> Field:
@@ -58,8 +62,23 @@ def _is_type(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
+def _boolean_for_a_word(where: str, f: Field, value: bool) -> ScenarioError:
+    """A bare ``true`` / ``false`` where a word is due: TOML read it as a boolean."""
+    word = str(value).lower()
+    choices = f.choices() if callable(f.choices) else f.choices
+    hint = f"; write {f.aliases[word]!r}" if word in f.aliases else ""
+    allowed = f"; allowed: {', '.join(map(str, choices))}" if choices else ""
+    return ScenarioError(f"{where} = {word}: TOML reads a bare {word} as a boolean, and this "
+                         f"key takes a string{hint}{allowed}")
+
+
 def check_value(where: str, f: Field, value: Any) -> Any:
-    """Validate one value; return it normalised (ints widened to float where a float is due)."""
+    """Validate one value; return it normalised (ints widened to float where a float is due,
+    an alias replaced by the choice it stands for)."""
+    if isinstance(value, bool) and str in f.types and bool not in f.types:
+        raise _boolean_for_a_word(where, f, value)
+    if isinstance(value, str) and value in f.aliases:
+        value = f.aliases[value]
     if not _is_type(value, f.types):
         raise ScenarioError(f"{where} = {value!r}: wrong type, expected {_type_name(f.types)}")
     if f.types == (float,) and isinstance(value, int):

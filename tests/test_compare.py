@@ -469,3 +469,19 @@ def test_unfinished_run_dir_keeps_its_own_error(tmp_path, capsys):
     assert cli.main(["compare", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "no results.json" in err and str(run_dir) in err
+
+
+def test_the_insider_upper_bound_has_a_column_of_its_own(tmp_path):
+    from fedaudit.compare import compare_rows
+
+    run = write_fake_run(tmp_path / "positions-20250101-120000")
+    res = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    res["attack_positions"] = [
+        {"position": "outsider", "auc": 0.61},
+        {"position": "insider", "round": 4, "auc": 0.62,
+         "best_round_upper_bound": {"round": 2, "auc": 0.66}},
+        {"position": "curious server", "auc": 0.7}]
+    (run / "results.json").write_text(json.dumps(res), encoding="utf-8")
+    (row,) = compare_rows([run])
+    assert (row["insider_best"], row["insider_upper_bound"], row["server_best"]) == \
+        (0.62, 0.66, 0.7)

@@ -175,3 +175,37 @@ def test_scenario_is_typed_frozen_and_round_trips_its_sections():
     assert s.federation.sampled_clients() == (10, 10)
     assert load_scenario("quickstart", ["federation.fraction_train=0.25"]) \
         .federation.sampled_clients() == (2, 2)
+
+
+
+def _literal_choices(schema: dict) -> list[str]:
+    """Choices a bare --set word could not give: spelled true, false, inf, nan or a number
+    (TOML reads those as booleans and numbers)."""
+    bad = []
+    for table, fields in schema.items():
+        for key, f in fields.items():
+            for c in (f.choices, f.item_choices):
+                for choice in (c() if callable(c) else c) or ():
+                    text = str(choice)
+                    try:
+                        float(text)  # numbers, inf, nan
+                    except ValueError:
+                        if text.lower() not in ("true", "false"):
+                            continue
+                    bad.append(f"{table}.{key}: {text!r}")
+    return bad
+
+
+def test_no_choice_is_spelled_like_a_toml_literal():
+    import fedaudit.config
+
+    assert _literal_choices(fedaudit.config.schema()) == []
+
+
+def test_the_literal_check_catches_what_it_warns_about():
+    from fedaudit.options import option
+
+    schema = {"t": {"k": option(str, "a", "h", choices=("a", "true", "1e3", "nan")),
+                    "l": option(list, [], "h", item_choices=lambda: ("False", "b", "-2"))}}
+    assert _literal_choices(schema) == ["t.k: 'true'", "t.k: '1e3'", "t.k: 'nan'",
+                                        "t.l: 'False'", "t.l: '-2'"]

@@ -276,9 +276,8 @@ def lab_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def notebook_cwd(tmp_path_factory):
-    """One working directory for every notebook, as a student has: a run's resolved
-    scenario holds ``data.data_dir`` made absolute from the working directory, so
-    notebooks run from different folders would not share lab_run's cache."""
+    """One working directory for every notebook, as a student has (lab_run's cache is
+    keyed by what the data paths hold, not where: test_lab_cache_is_shared_across_folders)."""
     return tmp_path_factory.mktemp("notebooks")
 
 
@@ -381,3 +380,38 @@ def test_todo_is_found_inside_containers():
     assert not is_todo({"a": (1.0, 2.0)})
     with pytest.raises(LabCheckError, match=r"Task 3\.3 is not done yet.*\(gap\)"):
         require({"a": (1.0, todo("gap"))}, "3.3")
+
+
+def test_lab_cache_key_ignores_the_folder_the_data_is_read_from(tmp_path, monkeypatch):
+    from fedaudit.api import validate
+    from fedaudit.labs.runs import cache_key
+
+    keys = []
+    for name in ("a", "b"):
+        (tmp_path / name / "data").mkdir(parents=True)
+        (tmp_path / name / "data" / "x.bin").write_bytes(b"same bytes")
+        monkeypatch.chdir(tmp_path / name)
+        keys.append(cache_key(validate("quickstart")))
+    assert keys[0] == keys[1]
+    (tmp_path / "b" / "data" / "x.bin").write_bytes(b"other bytes")  # other data: retrain
+    assert cache_key(validate("quickstart")) != keys[0]
+
+
+@pytest.mark.labs
+@pytest.mark.e2e
+def test_lab_cache_is_shared_across_folders(tmp_path, monkeypatch):
+    import fedaudit.labs.runs as runs
+
+    trained = []
+    real_run = runs.run
+    monkeypatch.setattr(runs, "run", lambda *a, **k: trained.append(1) or real_run(*a, **k))
+    monkeypatch.setenv("FEDAUDIT_LAB_DIR", str(tmp_path / "lab-runs"))
+    tiny = ("federation.rounds=1", "federation.num_clients=2", "audit.quantization.enabled=false",
+            "audit.gnq.client=false", "attack.methods=['loss']")
+    results = []
+    for folder in ("course", "home"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        results.append(runs.lab_run("quickstart", tiny).results)
+    assert len(trained) == 1
+    assert results[0]["attacks"] == results[1]["attacks"]

@@ -79,14 +79,21 @@ def test_attack_positions_pick_each_positions_best_method():
     results = {
         "attacks": {"loss": {"auc": 0.6, "tpr_at_1pct_fpr": 0.01},
                     "entropy": {"auc": 0.62, "tpr_at_1pct_fpr": 0.0}},
-        "round_attacks": [{"round": 1, "attacks": {"loss": {"auc": 0.55}}},
+        "round_attacks": [{"round": 1, "attacks": {"loss": {"auc": 0.75,
+                                                            "tpr_at_1pct_fpr": 0.2}}},
                           {"round": 2, "attacks": {"loss": {"auc": 0.7,
                                                             "tpr_at_1pct_fpr": 0.1}}}],
         "server_view": {"pooled": {"loss": {"auc": 0.65}, "fedmia": {"auc": 0.8}}},
     }
     rows = {r["position"]: r for r in attack_positions(results)}
     assert (rows["outsider"]["best_method"], rows["outsider"]["auc"]) == ("entropy", 0.62)
+    # the insider has no labels to pick a round with: its figure is the last round; the
+    # best round (picked with the labels) is only its named upper bound
     assert (rows["insider"]["round"], rows["insider"]["auc"]) == (2, 0.7)
+    bound = rows["insider"]["best_round_upper_bound"]
+    assert (bound["round"], bound["best_method"], bound["auc"], bound["tpr_at_1pct_fpr"]) == \
+        (1, "loss", 0.75, 0.2)
+    assert "upper bound" in bound["note"]
     assert (rows["curious server"]["best_method"], rows["curious server"]["auc"]) == \
         ("fedmia", 0.8)
 

@@ -4,6 +4,7 @@ import json
 import os
 import pickle
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from flwr.serverapp.strategy import FedAvg
 
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.rundir import load_checkpoint
+from fedaudit.rundir.client_models import client_model_rounds
+from fedaudit.rundir.layout import client_model_path
 from fedaudit.scenario import GnqConfig
 from fedaudit.simulation.client import draw_faults
 from strategies.auditing import AuditingStrategy
@@ -158,7 +161,8 @@ def test_faulty_clients_never_kill_the_run(tmp_path):
 
 RESUMABLE = ["federation.num_clients=3", "federation.rounds=4", "canaries.count=2",
              "canaries.clients=[0]", "audit.quantization.quantizers=['fp32', 'binary']",
-             "attack.methods=['loss']"]
+             "attack.methods=['loss']", "attack.targets=['global','clients']",
+             "attack.rounds=all"]
 
 
 def _cli(*args, **kw):
@@ -199,6 +203,11 @@ def test_sigkill_after_round_2_then_resume_matches_uninterrupted(tmp_path):
     done = len(jsonl.read_text().splitlines())
     assert 2 <= done < 4, f"killed too late ({done} rounds done)"
     assert not (killed_dir / "results.json").exists()
+    # what a kill during round done + 1 can leave: a kept model of that unfinished round
+    # (client 9 never exists, so it cannot be overwritten by the resumed round)
+    stale = client_model_path(killed_dir, done + 1, 9)
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(killed_dir / "checkpoints" / "round-0001.pt", stale)
 
     resumed = _cli("run", "--resume", str(killed_dir), "--no-report")
     out, err = resumed.communicate(timeout=600)
@@ -217,6 +226,13 @@ def test_sigkill_after_round_2_then_resume_matches_uninterrupted(tmp_path):
     assert result_numbers(res_a) == result_numbers(res_b)
     with np.load(full_dir / "gnq_samples.npz") as ga, np.load(killed_dir / "gnq_samples.npz") as gb:
         assert all(np.array_equal(ga[k], gb[k]) for k in ga.files)
+    # the curious server's view: the client models kept for rounds 1-4 (those of the round
+    # the kill interrupted were dropped on resuming and saved again), attacked alike
+    assert client_model_rounds(killed_dir) == client_model_rounds(full_dir) == \
+        {r: [0, 1, 2] for r in range(1, 5)}
+    assert res_a["server_view"] == res_b["server_view"]
+    with np.load(full_dir / "scores.npz") as sa, np.load(killed_dir / "scores.npz") as sb:
+        assert all(np.array_equal(sa[k], sb[k]) for k in sa.files)
 
 
 @pytest.mark.parametrize("setup, fragment", [

@@ -21,7 +21,7 @@ from attacks.resmia import (
     resmia_scores,
     schedule_sizes,
 )
-from fedaudit.config import ScenarioError, from_toml
+from fedaudit.config import ScenarioError, from_toml, load_scenario, to_toml
 
 # The oracle's float64 softmax of log(p) returns p within a few ulps (eps64 ~ 2.2e-16), and
 # the logit scale takes logs of those: 1e-12 is far above that rounding and far below every
@@ -171,8 +171,8 @@ def test_stub_returns_the_table():
         # mean-slope: ((c_0 - c_1) / 1 + (c_0 - c_2) / 2) / 2
         ({"score": "mean-slope"}, [(0.3 + 0.6 / 2) / 2, (0.1 + 0.4 / 2) / 2, (0.0 + 0.4 / 2) / 2]),
         # true labels 1, 1, 0: c = (0.1, 0.25, 0.4), (0.9, 0.8, 0.5), (0.2, 0.2, 0.6)
-        ({"label": "true"}, [(0.1 - 0.4) / 2, (0.9 - 0.5) / 2, (0.2 - 0.6) / 2]),
-        ({"label": "true", "score": "mean-slope"},
+        ({"label": "given"}, [(0.1 - 0.4) / 2, (0.9 - 0.5) / 2, (0.2 - 0.6) / 2]),
+        ({"label": "given", "score": "mean-slope"},
          [(-0.15 - 0.3 / 2) / 2, (0.1 + 0.4 / 2) / 2, (0.0 - 0.4 / 2) / 2]),
         # logit scale: log p - log(1 - p) of the same confidences
         ({"scale": "logit"},
@@ -185,7 +185,7 @@ def test_stub_returns_the_table():
         # K = 1: only the 2x2 step, (c_0 - c_1) / 1
         ({"steps": 1}, [0.8 - 0.5, 0.9 - 0.8, 0.0]),
         ({"min_size": 2}, [0.8 - 0.5, 0.9 - 0.8, 0.0]),
-        ({"steps": 1, "label": "true", "scale": "logit"},
+        ({"steps": 1, "label": "given", "scale": "logit"},
          [_logit(0.1) - _logit(0.25), _logit(0.9) - _logit(0.8), 0.0]),
     ],
 )
@@ -201,7 +201,7 @@ def test_resmia_curves_follow_label_and_scale():
     x = _images()
     _, curves = resmia_scores(Oracle(LevelModel(P)), x, return_curves=True)
     np.testing.assert_allclose(curves, P[:, [0, 1, 2], [0, 1, 2]].T, rtol=0, atol=ATOL64)
-    _, curves = resmia_scores(Oracle(LevelModel(P)), x, label="true", labels=TRUE_Y,
+    _, curves = resmia_scores(Oracle(LevelModel(P)), x, label="given", labels=TRUE_Y,
                               scale="logit", return_curves=True)
     by_hand = [[_logit(0.1), _logit(0.25), _logit(0.4)],
                [_logit(0.9), _logit(0.8), _logit(0.5)],
@@ -242,10 +242,10 @@ def test_resmia_bilinear_queries_the_bilinear_images():
 
 def test_label_true_needs_labels_and_validates_them():
     oracle = Oracle(LevelModel(P))
-    with pytest.raises(ValueError, match='label = "true" needs the true labels'):
-        resmia_scores(oracle, _images(), label="true")
+    with pytest.raises(ValueError, match='label = "given" needs the true labels'):
+        resmia_scores(oracle, _images(), label="given")
     with pytest.raises(ValueError, match="labels must be 3 integer class labels"):
-        resmia_scores(oracle, _images(), label="true", labels=[0, 1])
+        resmia_scores(oracle, _images(), label="given", labels=[0, 1])
     with pytest.raises(ValueError, match="label must be one of"):
         resmia_scores(oracle, _images(), label="gold")
     with pytest.raises(ValueError, match="scale must be one of"):
@@ -255,7 +255,7 @@ def test_label_true_needs_labels_and_validates_them():
     for bad, where in (([0, -1, 0], 1), ([0, 0, classes], 2)):
         with pytest.raises(ValueError, match=rf"labels must be in \[0, {classes}\) "
                                              rf".*labels\[{where}\] = {bad[where]}"):
-            resmia_scores(Oracle(LevelModel(P)), _images(), label="true", labels=bad)
+            resmia_scores(Oracle(LevelModel(P)), _images(), label="given", labels=bad)
     # the predicted label ignores the labels given
     np.testing.assert_array_equal(
         resmia_scores(Oracle(LevelModel(P)), _images(), labels=[2, 2, 2]),
@@ -328,8 +328,27 @@ def test_scenario_accepts_the_options():
     s = from_toml('[attack.resmia]\nfactor = 1.5\nmin_size = 4\nlabel = "true"\n'
                   'scale = "logit"\nscore = "mean-slope"\nupsample = "bilinear"\nsteps = 2\n')
     opts = s.attack.options["resmia"]
+    # "true", the earlier spelling of "given", is accepted and written back as "given"
     assert (opts["factor"], opts["min_size"], opts["label"], opts["scale"]) == \
-        (1.5, 4, "true", "logit")
+        (1.5, 4, "given", "logit")
+    assert 'label = "given"' in to_toml(s)
+
+
+def test_a_bare_true_on_the_command_line_gets_a_hint():
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario("quickstart", ["attack.resmia.label=true"])
+    assert str(exc.value) == (
+        "--set attack.resmia.label=true: attack.resmia.label = true: TOML reads a bare true "
+        "as a boolean, and this key takes a string; write 'given'; allowed: predicted, given")
+    assert load_scenario("quickstart", ["attack.resmia.label=given"]) \
+        .attack.options["resmia"]["label"] == "given"
+
+
+def test_the_earlier_spelling_scores_like_the_new_one():
+    oracle = Oracle(LevelModel(P))
+    x = _images()
+    np.testing.assert_array_equal(resmia_scores(oracle, x, label="true", labels=TRUE_Y),
+                                  resmia_scores(oracle, x, label="given", labels=TRUE_Y))
 
 
 @pytest.mark.parametrize(
@@ -338,7 +357,7 @@ def test_scenario_accepts_the_options():
         ("factor = 1.0", r"attack.resmia.factor = 1.0: out of range, must be > 1"),
         ("min_size = 0", r"attack.resmia.min_size = 0: out of range, must be >= 1"),
         ('label = "gold"', r"attack.resmia.label = 'gold': unknown choice; allowed: "
-                           "predicted, true"),
+                           "predicted, given"),
         ('scale = "log"', r"attack.resmia.scale = 'log': unknown choice; allowed: "
                           "probability, logit"),
     ],

@@ -1,7 +1,8 @@
 """Runs for the classroom labs: cached by scenario, and opened as an attacker sees them.
 
 :func:`lab_run` is :func:`fedaudit.run` with a cache: the same resolved scenario (same
-seed, same overrides) is trained once and re-opened afterwards, so re-executing a notebook,
+seed, same overrides, the same data wherever it is read from: :func:`cache_key`) is
+trained once and re-opened afterwards, so re-executing a notebook,
 or several labs that share a federation, cost one training (runs are deterministic, so the
 cached run holds exactly the numbers a fresh one would).  Runs go under ``lab_dir``:
 ``$FEDAUDIT_LAB_DIR``, else ``./lab-runs``.
@@ -47,8 +48,33 @@ def lab_dir() -> Path:
     return Path(os.environ.get(LAB_DIR_ENV) or "lab-runs").resolve()
 
 
-def _key(scenario: Scenario) -> str:
-    text = json.dumps(scenario.sections(), sort_keys=True, default=str) + __version__
+def _digest(path: str) -> str:
+    """What a scenario path holds, not where: a file's bytes, a folder's relative file
+    names and bytes (sorted), or "absent"."""
+    p = Path(path)
+    h = hashlib.sha256()
+    if p.is_file():
+        h.update(p.read_bytes())
+    elif p.is_dir():
+        for f in sorted(q for q in p.rglob("*") if q.is_file()):
+            h.update(f.relative_to(p).as_posix().encode("utf-8") + b"\0")
+            h.update(f.read_bytes())
+    else:
+        return "absent"
+    return h.hexdigest()
+
+
+def cache_key(scenario: Scenario) -> str:
+    """What changes the federation: the resolved scenario with each data path
+    (``data.path``, ``data.data_dir``) replaced by the digest of what it holds, so the same
+    notebook opened from two folders, or with a copy of the data elsewhere, trains once."""
+    from fedaudit.config import PATH_KEYS
+
+    sections = scenario.sections()
+    for table, key in PATH_KEYS:
+        if sections[table].get(key):
+            sections[table][key] = _digest(sections[table][key])
+    text = json.dumps(sections, sort_keys=True, default=str) + __version__
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
@@ -57,7 +83,7 @@ def lab_run(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = (),
     """:func:`fedaudit.run` once per resolved scenario: a finished run of the same scenario
     under :func:`lab_dir` is re-opened instead of trained again."""
     resolved = validate(scenario, list(overrides))
-    folder = lab_dir() / f"{resolved.name}-{_key(resolved)}"
+    folder = lab_dir() / f"{resolved.name}-{cache_key(resolved)}"
     finished = sorted(p.parent for p in folder.glob("*/results.json"))
     if finished:
         return load_run(finished[-1])

@@ -191,6 +191,12 @@ def section_positions(run: RunData) -> str:
              + (f" (round {p['round']})" if p.get("round") is not None else ""),
              method_label(str(p.get("best_method"))), fmt(p.get("auc")),
              fmt(p.get("tpr_at_1pct_fpr"))] for p in rows]
+    bound = next((p["best_round_upper_bound"] for p in rows
+                  if isinstance(p.get("best_round_upper_bound"), dict)), None)
+    upper = (f'<p class="guide">Insider upper bound: {fmt(bound.get("auc"))} AUC '
+             f'({html.escape(method_label(str(bound.get("best_method"))))}, round '
+             f'{html.escape(str(bound.get("round")))}), {html.escape(str(bound.get("note")))}.'
+             "</p>") if bound else ""
     sv = run.results.get("server_view") or {}
     notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in sv.get("notes") or [])
     seen = (f'<p class="guide">What the server attacks: {html.escape(str(sv["model_seen"]))}.'
@@ -198,7 +204,7 @@ def section_positions(run: RunData) -> str:
     return ("<h3>Who learns what</h3>"
             + table(["position", "what it attacks", "best attack", "AUC", "TPR@1%FPR"], body,
                     "num", text_cols=(0, 1, 2))
-            + seen + (f"<ul class=\"notes\">{notes}</ul>" if notes else ""))
+            + upper + seen + (f"<ul class=\"notes\">{notes}</ul>" if notes else ""))
 
 
 def section_clients(run: RunData) -> str:
