@@ -58,6 +58,14 @@ class ReferenceSignals:
     def online(self) -> bool:
         return self.in_mask is not None
 
+    @classmethod
+    def out_only(cls, probs: ArrayLike, x: np.ndarray, y: np.ndarray) -> "ReferenceSignals":
+        """Offline references without a population: ``probs`` (R, N, C) of R models that
+        never trained on the N samples (FedMIA's other clients of a round, the DP audit's
+        references on its canaries); ``x``, ``y`` give the population's dtypes."""
+        p = np.asarray(probs, dtype=np.float64)
+        return cls(p, None, x[:0], y[:0], np.zeros((p.shape[0], 0, p.shape[2])))
+
 
 def _proba(p: ArrayLike, name: str) -> np.ndarray:
     a = np.asarray(p, dtype=np.float64)
@@ -264,7 +272,7 @@ def fedmia_attack(oracle: Any, x: Any, y: Any, *,
     so they are free OUT references; the score is LiRA's one-sided offline test with a
     per-sample Gaussian over them (:func:`lira_scores`, ``fixed_variance=False``).  The
     curious server runs it (``attack.targets`` = clients); the combination over rounds is
-    in :mod:`fedaudit.audit.positions`."""
+    in :mod:`fedaudit.audit.targets.client_models`."""
     labels = np.asarray(y)
     target = logit_confidence(oracle.predict_proba(x), labels)
     others = logit_confidence(references.probs, labels)

@@ -13,6 +13,7 @@ from pathlib import Path
 from fedaudit.config import ScenarioError, bundled_scenarios
 from fedaudit.console.progress import RichProgress
 from fedaudit.rundir import using_cache
+from fedaudit.rundir.layout import RESULTS_NAME
 
 EXIT_INPUT = 2
 
@@ -111,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 "scenario.toml is used as it is")
         from fedaudit.config.preflight import load_resume
 
-        done = Path(args.resume) / "results.json"
+        done = Path(args.resume) / RESULTS_NAME
         if done.is_file():  # nothing to continue: leave the finished run exactly as it is
             print(f"fedaudit: {args.resume} already finished (results.json is there); "
                   "nothing to resume", file=sys.stderr)

@@ -147,8 +147,8 @@ def _auc(fps: np.ndarray, tps: np.ndarray, fpr: np.ndarray, tpr: np.ndarray) -> 
     (and ``tps[1:]``) it keeps both ends and every point where ``diff(c, 2)`` is non-zero
     (corners; a dropped point is collinear with its neighbours, so it changes the area
     only by rounding, and dropping exactly the same points keeps the rounding the same).
-    Then ``auc`` = ``trapezoid(tpr, fpr)``: ``scipy.integrate.trapezoid``, i.e.
-    ``sum(diff(x) * (y[1:] + y[:-1]) / 2.0)``, the same operations as ``np.trapezoid``.
+    Then ``auc`` = ``trapezoid(tpr, fpr)``: ``scipy.integrate.trapezoid`` (what
+    scikit-learn calls), i.e. ``(diff(x) * (y[1:] + y[:-1]) / 2.0).sum()``, written out.
     Equals the Mann-Whitney U / (n_pos n_neg), ties counting 1/2 (Fawcett 2006, "An
     introduction to ROC analysis", section 7).
     """
@@ -156,7 +156,8 @@ def _auc(fps: np.ndarray, tps: np.ndarray, fpr: np.ndarray, tpr: np.ndarray) -> 
         keep = np.ones(fps.size, dtype=bool)
         keep[2:-1] = (np.diff(fps[1:], 2) != 0) | (np.diff(tps[1:], 2) != 0)
         fpr, tpr = fpr[keep], tpr[keep]
-    return float(np.trapezoid(tpr, fpr))
+    # written out (np.trapezoid needs numpy >= 2): scipy.integrate.trapezoid's operations
+    return float((np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0).sum())
 
 
 def roc_points(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

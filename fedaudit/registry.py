@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K")
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryError", "Entry", "import_submodules"]
+__all__ = ["Registry", "RegistryError", "Entry", "import_submodules", "instance_registrar"]
 
 
 class RegistryError(ValueError, LookupError):
@@ -201,3 +201,16 @@ def import_submodules(package: str, path: Any, first: tuple[str, ...] = ()) -> N
     names = [i.name for i in pkgutil.iter_modules(path) if not i.name.startswith("_")]
     for name in [*first, *sorted(n for n in names if n not in first)]:
         importlib.import_module(f"{package}.{name}")
+
+
+def instance_registrar(registry: Registry, key_attr: str, doc: str) -> Callable:
+    """A class decorator, usable bare or as ``(replace=True)``, that registers an instance
+    of the decorated class under its ``key_attr`` attribute (defenses by ``kind``, target
+    kinds and stages by ``name``) and returns the class; ``doc`` is its docstring."""
+    def register(cls: type | None = None, *, replace: bool = False):
+        def add(c: type) -> type:
+            registry.register(getattr(c, key_attr), c(), replace=replace)
+            return c
+        return add if cls is None else add(cls)
+    register.__doc__ = doc
+    return register

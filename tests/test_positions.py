@@ -1,4 +1,4 @@
-"""The attacker's positions (fedaudit/positions.py): FedMIA against a hand-computed case,
+"""The attacker's positions (fedaudit/audit/targets/, fedaudit/audit/stages/positions.py): FedMIA against a hand-computed case,
 which client models the server keeps, round selection, and a run with the clients and
 rounds targets."""
 
@@ -114,13 +114,18 @@ def test_fedmia_only_for_the_server_view():
     ("attack.rounds=first", "'last', 'all' or a list"),
     ("attack.targets=['server']", "'server'; allowed: clients, global, quantized, rounds"),
     ("attack.methods=['loss','fedmia']", "add 'clients' to attack.targets"),
+    # the reference attacks run on the released models only: listed with neither, they
+    # would run on nothing
+    ("attack.targets=['rounds','clients']\nattack.methods=['loss','lira']",
+     "attack.methods lists lira, which no target in attack.targets = ['rounds', 'clients'] "
+     "runs (rounds: loss; clients: loss)"),
 ])
 def test_round_and_target_errors(value, fragment):
     from fedaudit.config import load_scenario
     from fedaudit.errors import ScenarioError
 
     with pytest.raises(ScenarioError) as exc:
-        load_scenario("quickstart", [value])
+        load_scenario("quickstart", value.split("\n"))
     assert fragment in str(exc.value)
 
 

@@ -1,5 +1,5 @@
 """LiRA and RMIA (attacks/reference.py) against hand-computed cases, and the auditor's
-reference models (fedaudit/references.py): split, plan, cache."""
+reference models (fedaudit/audit/references.py): split, plan, cache."""
 
 import math
 import os

@@ -3,8 +3,11 @@
 :func:`attack` runs a target's methods on its samples (:func:`attacks.membership.evaluate_attacks`
 with the scenario's attack options), computes the pooled metrics over the distinct scored
 samples and, for a target scored on every client, each client's metrics on its own set;
-:class:`ScoreRows` are what scores.npz stores.  Every target kind and every stage that
-attacks a model goes through here.  The attacker holds the oracle only (probabilities).
+:class:`ScoreRows` are what scores.npz stores.  Every target of every kind goes through
+here (a stage that attacks a model of its own builds a :class:`Target` and calls it).  The
+attacker holds the oracle only (probabilities).  The DP audit's canary scores and the
+reference models' signals query models outside this loop: they are not attacks on a
+target.
 """
 
 from __future__ import annotations
@@ -53,15 +56,18 @@ class AttackTracker:
 
     def method_done(self, method: str, seconds: float) -> None:
         t, n = self.targets[self.index], self.size[self.index]
-        self.done += n * self.cost[method] / sum(self.cost[m] for m in t.methods)
-        eta = (time.perf_counter() - self.t0) / self.done * (self.total - self.done)
+        per_target = sum(self.cost[m] for m in t.methods)
+        self.done += n * self.cost[method] / per_target if per_target > 0 else 0.0
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
         log.info("attack %s on %s: %d samples in %.1f s; %d of %d samples done, eta %.0f s",
                  method, t.name, n, seconds, round(self.done), round(self.total), eta)
         nxt = t.methods.index(method) + 1
         self._show(t.methods[nxt] if nxt < len(t.methods) else "done")
 
     def finish(self) -> None:
-        self.progress.step("attacks", round(self.total), round(self.total), "done")
+        if self.targets:
+            self.progress.step("attacks", round(self.total), round(self.total), "done")
 
 
 def _queries_per_sample(ctx: AuditContext, methods: set[str]) -> dict[str, float]:

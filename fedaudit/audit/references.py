@@ -45,7 +45,7 @@ import torch
 
 from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals
-from attacks.registry import trains_references
+from fedaudit.audit.targets.base import uses_references
 from fedaudit.data import FederatedData, partition_ids
 from fedaudit.defenses import get_defense
 from fedaudit.errors import ScenarioError
@@ -60,13 +60,6 @@ log = logging.getLogger("fedaudit")
 
 __all__ = ["AttackSplit", "References", "attack_split", "load_or_train",
            "plan_references", "reference_signals", "train_reference", "uses_references"]
-
-
-def uses_references(scenario: Scenario) -> bool:
-    """Whether the scenario runs an attack that needs reference models."""
-    a = scenario.attack
-    return (a.enabled and any(t in a.targets for t in ("global", "quantized"))
-            and any(trains_references(m) for m in a.methods))
 
 
 @dataclass(frozen=True)

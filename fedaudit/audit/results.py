@@ -13,6 +13,7 @@ from scipy.stats import percentileofscore
 from fedaudit.data import FederatedData
 from fedaudit.defenses import defense_summary
 from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import GNQ_SAMPLES_NAME
 from fedaudit.scenario import Scenario
 from fedaudit.version import __version__
 
@@ -32,7 +33,7 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
     samples = recorder.client_gnq()  # client-side per-sample GNQ, all rounds
     if samples is not None:
         samples["canary"] = data.canary[samples["sample_id"]]
-        atomic_save_npz(run_dir / "gnq_samples.npz", **samples)
+        atomic_save_npz(run_dir / GNQ_SAMPLES_NAME, **samples)
     for c in range(n_clients):
         ups = per_round[c]
         gnq: dict[str, Any] = {"update_per_round": ups,

@@ -30,7 +30,7 @@ from fedaudit.scenario import Scenario
 log = logging.getLogger("fedaudit")
 
 __all__ = ["ClientAuditSet", "PooledAuditSet", "attack_options", "attack_sets",
-           "client_audit_set", "pooled_audit_set", "result_metrics", "scored_ids"]
+           "client_audit_set", "pooled_audit_set", "result_metrics"]
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,9 @@ def client_audit_set(s: ClientAuditSet) -> tuple[np.ndarray, np.ndarray]:
     return s.ids, s.member
 
 
-def scored_ids(sets: list[ClientAuditSet]) -> np.ndarray:
-    """Every distinct sample an attack scores: all clients' members and non-members."""
-    return PooledAuditSet(tuple(sets)).ids
-
-
 def pooled_audit_set(sets: list[ClientAuditSet]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`scored_ids` and their 0/1 int8 membership (a member of any client is 1)."""
+    """Every distinct scored sample (sorted) and its 0/1 int8 membership (a member of any
+    client is 1)."""
     pooled = PooledAuditSet(tuple(sets))
     return pooled.ids, pooled.member
 

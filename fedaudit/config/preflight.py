@@ -10,6 +10,7 @@ from pathlib import Path
 from fedaudit.config import STATEFUL_STRATEGIES, ScenarioError, from_toml, load_scenario
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
+from fedaudit.rundir.layout import SCENARIO_NAME, rounds_path
 from fedaudit.scenario import Scenario
 
 
@@ -78,7 +79,7 @@ def validate_all(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Scen
 def load_resume(run_dir: str | os.PathLike) -> Scenario:
     """The scenario of a run directory to resume, with the checks resuming needs."""
     path = Path(run_dir)
-    toml = path / "scenario.toml"
+    toml = path / SCENARIO_NAME
     if not path.is_dir():
         raise ScenarioError(f"--resume {run_dir}: no such run directory")
     if not toml.is_file():
@@ -90,7 +91,7 @@ def load_resume(run_dir: str | os.PathLike) -> Scenario:
             raise
         raise ScenarioError(f"{toml}: not a valid scenario: {exc}") from None
     strategy = scenario.federation.strategy
-    if strategy in STATEFUL_STRATEGIES and (path / "rounds.jsonl").exists():
+    if strategy in STATEFUL_STRATEGIES and rounds_path(path).exists():
         raise ScenarioError(f"--resume {run_dir}: federation.strategy = {strategy!r} keeps server "
                             "optimizer state between rounds that is not checkpointed; resume "
                             "supports the stateless strategies (FedAvg, FedMedian, FedTrimmedAvg, "

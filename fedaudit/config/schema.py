@@ -10,6 +10,7 @@ models, quantizers, attacks, attack targets and defenses come from their registr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any
 
@@ -223,9 +224,7 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
                       item_types=(str,), item_choices=lambda: _registries()[3].names(),
                       check=_check_methods),
         "targets": _f(list, ["global", "quantized"], "what the attacks target (registered "
-                      "target kinds): global (the final model), quantized (each quantized "
-                      "release), rounds (the global model after each round), clients (each "
-                      "client's model as the server received it)",
+                      "target kinds; the help lists them)",
                       item_types=(str,), item_choices=lambda: _targets().names(),
                       check=_check_targets),
         "rounds": _f((str, list), "last", "rounds attacked by the clients / rounds targets: "
@@ -293,7 +292,11 @@ def schema() -> dict[str, dict[str, Field]]:
     out: dict[str, dict[str, Field]] = {}
     for sec, fields in BASE_SCHEMA.items():
         out[sec] = fields
-        if sec == "attack":  # the attacks' own tables follow [attack]
+        if sec == "attack":
+            # the target kinds describe themselves; the attacks' own tables follow [attack]
+            kinds = "; ".join(f"{k.name}: {k.describe}" for k in _targets().values())
+            out[sec] = {**fields, "targets": dataclasses.replace(
+                fields["targets"], help=f"what the attacks target (registered kinds): {kinds}")}
             for name in attacks.names():
                 opts = attacks.meta(name).get("options") or {}
                 if opts:

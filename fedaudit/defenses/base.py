@@ -6,21 +6,17 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from fedaudit.options import Field
-from fedaudit.registry import Registry
+from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import DefenseConfig, Scenario
 
 #: kind -> a :class:`Defense` instance (the scenario's ``defense.kind`` choices)
 DEFENSES: Registry[str, "Defense"] = Registry("defense", name_pattern=r"[a-z][a-z0-9-]*")
 
 
-def register_defense(cls: type["Defense"] | None = None, *, replace: bool = False):
-    """Class decorator: register an instance of ``cls`` under ``cls.kind`` (a kind that
-    other code registered needs ``replace=True``; re-registering the same class, as a
-    module reload does, replaces it)."""
-    def add(c: type["Defense"]) -> type["Defense"]:
-        DEFENSES.register(c.kind, c(), replace=replace)
-        return c
-    return add if cls is None else add(cls)
+register_defense = instance_registrar(
+    DEFENSES, "kind", """Class decorator: register an instance of ``cls`` under ``cls.kind`` (a
+    kind that other code registered needs ``replace=True``; re-registering the same class,
+    as a module reload does, replaces it).""")
 
 
 def get_defense(kind: str) -> "Defense":

@@ -63,6 +63,7 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, progress: bool = 
     from fedaudit.api import run, validate
     from fedaudit.labs.runs import load_target
     from fedaudit.rundir import atomic_write_json, checkpoint_path
+    from fedaudit.rundir.layout import RESULTS_NAME
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
@@ -96,7 +97,7 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, progress: bool = 
                             int(target.client[k])])
         # results.json names the folder the run was trained in: point it at its final place
         results = dict(r.results, run_dir=str(root / RUN_DIR))
-        atomic_write_json(r.dir / "results.json", results)
+        atomic_write_json(r.dir / RESULTS_NAME, results)
         r.dir.rename(tmp / RUN_DIR)
         (tmp / "runs").rmdir()
         tmp.rename(root)  # the challenge appears complete, or not at all

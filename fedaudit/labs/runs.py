@@ -133,6 +133,8 @@ def _context(r: Run):
 
     scenario = run_scenario(r)
     rounds = len(r.results["rounds"])
+    if rounds < 1:
+        raise ValueError(f"{r.dir} finished no round: there is no model to attack")
     paths = tuple(checkpoint_path(r.dir, k) for k in range(1, rounds + 1))
     return AuditContext(scenario, build_federated_data(scenario), pick_device("cpu"), r.dir,
                         r.results, Trajectory(paths, load_checkpoint(paths[-1])))

@@ -7,6 +7,7 @@ import numpy as np
 
 from fedaudit.report.format import short
 from fedaudit.report.registry import Absent, figure, new_figure, not_run, plain_log_ticks
+from fedaudit.rundir.layout import GNQ_SAMPLES_NAME
 from fedaudit.rundir.reading import RunData, num
 
 
@@ -65,7 +66,7 @@ def fig_gnq_update(run: RunData):
 
 
 def _sample_means(run: RunData) -> dict[str, np.ndarray]:
-    g = run.npz("gnq_samples.npz")
+    g = run.npz(GNQ_SAMPLES_NAME)
     if g is None or not len(g.get("score", [])):
         raise not_run(run, ("audit.gnq", "client"), what="per-sample GNQ (gnq_samples.npz)")
     uniq, inv = np.unique(g["sample_id"], return_inverse=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fedaudit.config import to_toml
 from fedaudit.rundir import atomic_write_text, create_run_dir
-from fedaudit.rundir.layout import SCENARIO_NAME
+from fedaudit.rundir.layout import LOG_NAME, SCENARIO_NAME
 from fedaudit.rundir.runlog import run_logging
 from fedaudit.scenario import Scenario
 
@@ -73,5 +73,5 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
                        backend_config=backend_config(scenario),
                        verbose_logging=verbose)
     if "results" not in holder:
-        raise RuntimeError(f"the simulation ended without results; see {run_dir / 'run.log'}")
+        raise RuntimeError(f"the simulation ended without results; see {run_dir / LOG_NAME}")
     return run_dir, holder["results"]

@@ -30,14 +30,22 @@ class Attacks(Stage):
         if server and "clients" not in a.targets:
             return (f"attack.methods lists {', '.join(server)}, which attacks the clients' "
                     "models as the server receives them: add 'clients' to attack.targets")
-        for kind in selected_kinds(scenario):
+        kinds = selected_kinds(scenario)
+        for kind in kinds:
             problem = kind.check(scenario)
             if problem:
                 return problem
+        unrun = [m for m in a.methods if not any(m in k.methods(scenario) for k in kinds)]
+        if unrun:
+            runs = "; ".join(f"{k.name}: {', '.join(k.methods(scenario)) or 'nothing'}"
+                             for k in kinds)
+            return (f"attack.methods lists {', '.join(unrun)}, which no target in "
+                    f"attack.targets = {list(a.targets)!r} runs ({runs})")
         return None
 
     def run(self, ctx: AuditContext) -> None:
-        planned = [(kind, kind.targets(ctx)) for kind in selected_kinds(ctx.scenario)]
+        planned = [(kind, [t for t in kind.targets(ctx) if t.methods])
+                   for kind in selected_kinds(ctx.scenario)]
         tracker = AttackTracker(ctx, [t for _, targets in planned for t in targets])
         index = 0
         for kind, targets in planned:

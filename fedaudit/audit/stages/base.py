@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fedaudit.options import Field
-from fedaudit.registry import Registry
+from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -71,13 +71,9 @@ STAGES: Registry[str, Stage] = Registry("audit stage", name_pattern=r"[a-z][a-z0
                                         check=_check)
 
 
-def register_stage(cls: type[Stage] | None = None, *, replace: bool = False):
-    """Class decorator: register an instance of a :class:`Stage` subclass under its
-    ``name`` (a taken name needs ``replace=True``)."""
-    def add(c: type[Stage]) -> type[Stage]:
-        STAGES.register(c.name, c(), replace=replace)
-        return c
-    return add if cls is None else add(cls)
+register_stage = instance_registrar(
+    STAGES, "name", """Class decorator: register an instance of a :class:`Stage` subclass
+    under its ``name`` (a taken name needs ``replace=True``).""")
 
 
 def ordered_stages() -> list[Stage]:

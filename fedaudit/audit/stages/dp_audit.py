@@ -109,10 +109,7 @@ def lira_canary_scores(scenario: Scenario, data: FederatedData,
     for ref in references:
         model.load_state_dict(ref)
         probs.append(Oracle(model, batch_size=bs, device=device).predict_proba(data.x[ids]))
-    empty = np.zeros((0, *data.x.shape[1:]), dtype=data.x.dtype)
-    signals = ReferenceSignals(np.stack(probs).astype(np.float64), None, empty,
-                               np.zeros(0, dtype=np.int64),
-                               np.zeros((len(references), 0, data.num_classes)))
+    signals = ReferenceSignals.out_only(np.stack(probs), data.x, data.y)
     model.load_state_dict(state)
     fixed = bool(scenario.attack.options.get("lira", {}).get("fixed_variance", True))
     return np.asarray(lira_attack(Oracle(model, batch_size=bs, device=device), data.x[ids],

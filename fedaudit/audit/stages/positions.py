@@ -12,6 +12,7 @@ from typing import Any
 
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.targets import selected_kinds
 
 
 @register_stage
@@ -21,8 +22,8 @@ class AttackPositions(Stage):
     writes = ("attack_positions",)
 
     def enabled(self, scenario):
-        a = scenario.attack
-        return a.enabled and bool({"clients", "rounds"} & set(a.targets))
+        return scenario.attack.enabled and any(k.position != "outsider"
+                                               for k in selected_kinds(scenario))
 
     def run(self, ctx: AuditContext) -> None:
         ctx.results["attack_positions"] = attack_positions(ctx.results)

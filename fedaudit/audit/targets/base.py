@@ -19,13 +19,14 @@ import numpy as np
 import torch
 
 from attacks.reference import ReferenceSignals
-from attacks.registry import needs_references, server_view
+from attacks.registry import needs_references, server_view, trains_references
 from fedaudit.audit.sets import result_metrics
-from fedaudit.registry import Registry
+from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
 
-__all__ = ["TARGETS", "ScoreRows", "Target", "TargetKind", "TargetResult", "model_methods", "needs_model_method",
-           "register_target", "selected_kinds", "selected_rounds", "single_model_methods"]
+__all__ = ["TARGETS", "ScoreRows", "Target", "TargetKind", "TargetResult", "model_methods",
+           "needs_model_method", "register_target", "selected_kinds", "selected_rounds",
+           "single_model_methods", "uses_references"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,16 @@ class TargetKind:
     describe: ClassVar[str] = ""
     #: the server must keep every client's received model while training
     keeps_client_models: ClassVar[bool] = False
+    #: its targets are scored by the reference-model attacks (LiRA, RMIA): the run trains
+    #: reference models when a listed kind says so
+    references: ClassVar[bool] = False
+    #: the federated attacker it stands for (``outsider``, ``insider``, ``curious server``)
+    position: ClassVar[str] = "outsider"
+
+    def methods(self, scenario: Scenario) -> tuple[str, ...]:
+        """Which of ``attack.methods`` run on its targets (default: the attacks on a
+        released model)."""
+        return model_methods(scenario)
 
     def check(self, scenario: Scenario) -> str | None:
         """What the scenario must satisfy when it lists this kind (a message, or None)."""
@@ -117,13 +128,9 @@ TARGETS: Registry[str, TargetKind] = Registry("attack target", name_pattern=r"[a
                                               check=_check)
 
 
-def register_target(cls: type[TargetKind] | None = None, *, replace: bool = False):
-    """Class decorator: register an instance of a :class:`TargetKind` subclass under its
-    ``name`` (a taken name needs ``replace=True``)."""
-    def add(c: type[TargetKind]) -> type[TargetKind]:
-        TARGETS.register(c.name, c(), replace=replace)
-        return c
-    return add if cls is None else add(cls)
+register_target = instance_registrar(
+    TARGETS, "name", """Class decorator: register an instance of a :class:`TargetKind`
+    subclass under its ``name`` (a taken name needs ``replace=True``).""")
 
 
 def selected_kinds(scenario: Scenario) -> list[TargetKind]:
@@ -156,3 +163,11 @@ def needs_model_method(kind: TargetKind, scenario: Scenario) -> str | None:
         return None
     return (f"attack.targets lists {kind.name!r}, which needs an attack on a released "
             f"model; attack.methods lists only {', '.join(scenario.attack.methods)}")
+
+
+def uses_references(scenario: Scenario) -> bool:
+    """Whether the run trains reference models: a listed kind scores reference attacks and
+    a listed method needs them."""
+    a = scenario.attack
+    return (a.enabled and any(k.references for k in selected_kinds(scenario))
+            and any(trains_references(m) for m in a.methods))

@@ -54,17 +54,22 @@ class _RoundOutputs:
 
     def signals(self, round_: int, others: list[int]):
         """FedMIA's references for a client of ``round_``: the ``others``' outputs."""
-        x, y, k = self.ctx.data.x, self.ctx.data.y, self.ctx.data.num_classes
-        return lambda ids: ReferenceSignals(
-            np.stack([self.of(round_, o, ids) for o in others]), None, x[:0], y[:0],
-            np.zeros((len(others), 0, k)))
+        x, y = self.ctx.data.x, self.ctx.data.y
+        return lambda ids: ReferenceSignals.out_only(
+            np.stack([self.of(round_, o, ids) for o in others]), x, y)
 
 
 @register_target
 class ClientModels(TargetKind):
     name = "clients"
     describe = "each client's model as the server received it (the curious server)"
+    position = "curious server"
     keeps_client_models = True
+
+    def methods(self, scenario):
+        """The single-model attacks and the server-view ones (FedMIA)."""
+        return single_model_methods(scenario) + tuple(
+            m for m in scenario.attack.methods if server_view(m))
 
     def targets(self, ctx):
         """One target per (round, client) the server kept, round by round (each round's
@@ -72,7 +77,7 @@ class ClientModels(TargetKind):
         notes = ctx.notes.setdefault(self.name, _skipped_note(ctx.scenario))
         available = client_model_rounds(ctx.run_dir)
         single = single_model_methods(ctx.scenario)
-        server = tuple(m for m in ctx.scenario.attack.methods if server_view(m))
+        server = self.methods(ctx.scenario)[len(single):]
         outputs = _RoundOutputs(ctx)
         selected = {c: selected_rounds(sorted(r for r, cs in available.items() if c in cs),
                                        ctx.scenario.attack.rounds)

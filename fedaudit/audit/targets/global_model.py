@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedaudit.audit.targets.base import (Target, TargetKind, model_methods, needs_model_method,
+from fedaudit.audit.targets.base import (Target, TargetKind, needs_model_method,
                                          register_target)
 
 
@@ -21,13 +21,14 @@ def reference_signals(ctx, quantizer: str | None = None):
 class GlobalModel(TargetKind):
     name = "global"
     describe = "the final global model (the outsider)"
+    references = True
 
     def check(self, scenario):
         return needs_model_method(self, scenario)
 
     def targets(self, ctx):
         return [Target("global", self.name, lambda: ctx.trajectory.final,
-                       model_methods(ctx.scenario), references=reference_signals(ctx))]
+                       self.methods(ctx.scenario), references=reference_signals(ctx))]
 
     def record(self, ctx, results):
         """results.json ``attacks`` (pooled) and each client's ``attacks`` and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from fedaudit.audit.targets.base import (Target, TargetKind, model_methods, needs_model_method,
+from fedaudit.audit.targets.base import (Target, TargetKind, needs_model_method,
                                          register_target)
 from fedaudit.audit.targets.global_model import reference_signals
 
@@ -14,13 +14,14 @@ from fedaudit.audit.targets.global_model import reference_signals
 class QuantizedReleases(TargetKind):
     name = "quantized"
     describe = "each quantized release of the final model"
+    references = True
 
     def check(self, scenario):
         return needs_model_method(self, scenario)
 
     def targets(self, ctx):
         return [Target(f"quantized:{name}", self.name, lambda state=state: state,
-                       model_methods(ctx.scenario), references=reference_signals(ctx, name))
+                       self.methods(ctx.scenario), references=reference_signals(ctx, name))
                 for name, state in ctx.releases.items()]
 
     def record(self, ctx, results):

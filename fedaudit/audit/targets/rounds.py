@@ -13,12 +13,16 @@ from fedaudit.audit.targets.base import (Target, TargetKind, needs_model_method,
 class RoundModels(TargetKind):
     name = "rounds"
     describe = "the global model after each round (an insider)"
+    position = "insider"
 
     def check(self, scenario):
         return needs_model_method(self, scenario)
 
+    def methods(self, scenario):
+        return single_model_methods(scenario)
+
     def targets(self, ctx):
-        methods = single_model_methods(ctx.scenario)
+        methods = self.methods(ctx.scenario)
         if not methods:
             return []
         traj = ctx.trajectory
