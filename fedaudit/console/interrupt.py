@@ -8,10 +8,13 @@ every file of a run directory is written atomically (:mod:`fedaudit.rundir`) and
 counts as finished only once its line is in ``rounds.jsonl``, so the first SIGINT can kill
 the process tree and leave a run directory that ``--resume`` continues.
 
-The handler (main thread) prints the caller's one-line status, flushes the log files,
-SIGKILLs every descendant process (Ray's GCS, raylet and workers of a local cluster; an
-existing cluster joined with ``address`` is not ours and is left alone) and ends the
-process with ``os._exit(130)``.  A watchdog thread ends it anyway after
+The handler (main thread) prints the caller's one-line status, flushes the log files and
+ends the process with ``os._exit(130)``; a helper forked at that moment then SIGKILLs
+every descendant process (Ray's GCS, raylet and workers of a local cluster; an existing
+cluster joined with ``address`` is not ours and is left alone).  In that order because
+killing the raylet while the driver lives lets Ray's core worker end the driver first,
+with exit code 1 ("The connection to the plasma store is failed. Terminate the
+process.", seen in a loaded test run).  A watchdog thread ends the process anyway after
 :data:`DEADLINE_SECONDS` should any of that block.
 """
 
@@ -23,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -76,6 +80,25 @@ def kill_descendants() -> int:
     return n
 
 
+def _exit_then_kill(pids: list[int]) -> None:
+    """Exit with 130 first, then SIGKILL ``pids``.  Killing Ray's processes before exiting
+    races with Ray: the driver's core worker notices its raylet die and ends the process
+    with exit code 1 (seen under load).  So a forked helper waits until this process is
+    gone (its parent changes) and kills them then."""
+    parent = os.getpid()
+    if pids and os.fork() == 0:  # the helper: only os calls, no Python machinery
+        try:
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            while os.getppid() == parent and time.monotonic() < deadline:
+                time.sleep(0.002)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os._exit(EXIT_INTERRUPTED)
+
+
 def _flush_logs() -> None:
     for logger in [logging.getLogger(), *(logging.getLogger(n) for n in
                                           list(logging.root.manager.loggerDict))]:
@@ -116,11 +139,10 @@ def stop_cleanly_on_sigint(status: Callable[[], str],
             logging.getLogger("fedaudit").warning("%s", line)
         with contextlib.suppress(Exception):
             print(f"fedaudit: {line}", file=sys.stderr, flush=True)
-        kill_descendants()
         _flush_logs()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
-        os._exit(EXIT_INTERRUPTED)
+        _exit_then_kill(descendants())
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
