@@ -1,4 +1,5 @@
-"""Run a scenario in-process through Flower's simulation runtime on Ray."""
+"""Run a scenario in-process through Flower's simulation runtime on Ray
+(:mod:`fedaudit.simulation.runtime`: why it is ``run_simulation``)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,8 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation import run_simulation
-
     from fedaudit.simulation.plugins import client_app_with_plugins, user_plugins
+    from fedaudit.simulation.runtime import simulate
     from fedaudit.simulation.server import execute
 
     client_app = client_app_with_plugins(user_plugins())
@@ -68,10 +68,8 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
 
     with run_logging(run_dir, verbose):
         log.info("%s run directory %s", "resuming" if resume_dir else "new", run_dir)
-        run_simulation(server_app=server_app, client_app=client_app,
-                       num_supernodes=scenario.federation.num_clients,
-                       backend_config=backend_config(scenario),
-                       verbose_logging=verbose)
+        simulate(server_app, client_app, num_supernodes=scenario.federation.num_clients,
+                 backend_config=backend_config(scenario), verbose=verbose)
     if "results" not in holder:
         raise RuntimeError(f"the simulation ended without results; see {run_dir / LOG_NAME}")
     return run_dir, holder["results"]
