@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedaudit.errors import ScenarioError
-from fedaudit.rundir.reading import RESULTS_NAME, SCORES_NAME
+from fedaudit.rundir.layout import RESULTS_NAME, SCORES_NAME
 from fedaudit.rundir import using_cache
 from fedaudit.scenario import Scenario
 

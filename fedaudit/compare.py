@@ -27,7 +27,8 @@ from typing import Any, Iterable
 
 from fedaudit.errors import ScenarioError
 from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
-from fedaudit.rundir.reading import RESULTS_NAME, RUN_MARKERS, RunData, load_run, num
+from fedaudit.rundir.layout import RESULTS_NAME, RUN_MARKERS
+from fedaudit.rundir.reading import RunData, load_run, num
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")

@@ -30,7 +30,8 @@ from fedaudit.report import fig_gnq, fig_quantization, fig_positions  # noqa: F4
 from fedaudit.report.registry import FIGURES, render_figure
 from fedaudit.report.sections import SECTIONS, section_header
 from fedaudit.report.style import CSS
-from fedaudit.rundir.reading import REPORT_NAME, RESULTS_NAME, RunData, load_run
+from fedaudit.rundir.layout import REPORT_NAME, RESULTS_NAME
+from fedaudit.rundir.reading import RunData, load_run
 from fedaudit.rundir import atomic_write_text
 from fedaudit.version import __version__
 

@@ -17,7 +17,8 @@ import numpy as np
 from fedaudit.metrics import membership_metrics, roc_points
 from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
 from fedaudit.report.registry import Absent, figure, method_colors, new_figure, not_run
-from fedaudit.rundir.reading import SCORES_NAME, RunData, num, pooled_scores
+from fedaudit.rundir.layout import SCORES_NAME
+from fedaudit.rundir.reading import RunData, num, pooled_scores
 
 
 def _client_attacks(run: RunData) -> tuple[list[dict], list[str]]:

@@ -26,9 +26,7 @@ import numpy as np
 
 from fedaudit.errors import ScenarioError
 from fedaudit.rundir.files import read_jsonl
-from fedaudit.rundir.layout import (CHECKPOINTS_DIR, GNQ_SAMPLES_NAME, LOG_NAME,  # noqa: F401
-                                    REPORT_NAME, RESULTS_NAME, ROUNDS_NAME, RUN_MARKERS,
-                                    SCENARIO_NAME, SCORES_NAME)
+from fedaudit.rundir.layout import RESULTS_NAME, ROUNDS_NAME, SCENARIO_NAME
 from fedaudit.scenario import sections_to_toml
 
 

@@ -15,7 +15,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedaudit.config import ScenarioError, load_scenario, to_toml
 from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
-from fedaudit.audit import Trajectory, run_audit
+from fedaudit.audit import run_audit
 from fedaudit.audit.results import add_defense_results, assemble_results
 from fedaudit.audit.targets import selected_kinds
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir

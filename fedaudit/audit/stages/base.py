@@ -27,7 +27,8 @@ from fedaudit.scenario import Scenario
 if TYPE_CHECKING:
     from fedaudit.audit.context import AuditContext
 
-__all__ = ["STAGES", "Stage", "ordered_stages", "register_stage", "run_stages"]
+__all__ = ["STAGES", "Stage", "ordered_stages", "register_stage", "resmia_on_global",
+           "run_stages"]
 
 
 class Stage:
@@ -91,3 +92,9 @@ def run_stages(ctx: "AuditContext") -> dict[str, float]:
         stage.run(ctx)
         timing[stage.timing] = timing.get(stage.timing, 0.0) + time.perf_counter() - t0
     return timing
+
+
+def resmia_on_global(scenario: Scenario) -> bool:
+    """Res-MIA runs on the final global model (the stages built on its scores)."""
+    a = scenario.attack
+    return a.enabled and "global" in a.targets and "resmia" in a.methods

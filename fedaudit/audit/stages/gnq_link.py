@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.stages.base import Stage, register_stage, resmia_on_global
 from fedaudit.rundir.layout import GNQ_SAMPLES_NAME
 
 
@@ -24,8 +24,7 @@ class GnqAttackLink(Stage):
     writes = ("gnq_vs_attack",)
 
     def enabled(self, scenario):
-        a = scenario.attack
-        return a.enabled and "global" in a.targets and "resmia" in a.methods
+        return resmia_on_global(scenario)
 
     def run(self, ctx: AuditContext) -> None:
         (res,) = ctx.attacked["global"]

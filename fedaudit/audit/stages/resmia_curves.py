@@ -8,7 +8,7 @@ import numpy as np
 
 from attacks.resmia import resmia_scores
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.stages.base import Stage, register_stage, resmia_on_global
 
 
 @register_stage
@@ -18,8 +18,7 @@ class ResmiaCurves(Stage):
     writes = ("resmia_curves",)
 
     def enabled(self, scenario):
-        a = scenario.attack
-        return a.enabled and "global" in a.targets and "resmia" in a.methods
+        return resmia_on_global(scenario)
 
     def run(self, ctx: AuditContext) -> None:
         opts = dict(ctx.attack_options["resmia"])

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fedaudit.audit.targets.base import (Target, TargetKind, needs_model_method,
-                                         register_target)
+from fedaudit.audit.targets.base import Target, TargetKind, needs_model_method, register_target
 
 
 def reference_signals(ctx, quantizer: str | None = None):
@@ -17,14 +16,20 @@ def reference_signals(ctx, quantizer: str | None = None):
                                ctx.scenario.attack.batch_size, quantizer)
 
 
-@register_target
-class GlobalModel(TargetKind):
-    name = "global"
-    describe = "the final global model (the outsider)"
+class ReleasedModel(TargetKind):
+    """A released model (the final one, a quantized one): the attacks on released models
+    run on it, the reference attacks included."""
+
     references = True
 
     def check(self, scenario):
         return needs_model_method(self, scenario)
+
+
+@register_target
+class GlobalModel(ReleasedModel):
+    name = "global"
+    describe = "the final global model (the outsider)"
 
     def targets(self, ctx):
         return [Target("global", self.name, lambda: ctx.trajectory.final,

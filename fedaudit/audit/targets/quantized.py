@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import math
 
-from fedaudit.audit.targets.base import (Target, TargetKind, needs_model_method,
-                                         register_target)
-from fedaudit.audit.targets.global_model import reference_signals
+from fedaudit.audit.targets.base import Target, register_target
+from fedaudit.audit.targets.global_model import ReleasedModel, reference_signals
 
 
 @register_target
-class QuantizedReleases(TargetKind):
+class QuantizedReleases(ReleasedModel):
     name = "quantized"
     describe = "each quantized release of the final model"
-    references = True
-
-    def check(self, scenario):
-        return needs_model_method(self, scenario)
 
     def targets(self, ctx):
         return [Target(f"quantized:{name}", self.name, lambda state=state: state,
