@@ -43,7 +43,8 @@ def main() -> None:
     args = ap.parse_args()
     print("| scenario | setting | mean client LOSS AUC, global model | mean client LOSS AUC, "
           "server view | server pooled LOSS AUC / TPR@1% | server pooled FedMIA AUC / TPR@1% "
-          "| best insider AUC (round) | test acc | epsilon | run s |")
+          "| insider AUC (round): last round / best-round upper bound | test acc | epsilon "
+          "| run s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, setting, sets in RUNS[:1] if args.quick else RUNS:
         t0 = time.perf_counter()
@@ -55,12 +56,14 @@ def main() -> None:
                 if c["rounds"]]
         pooled = sv["pooled"]
         ins = next((p for p in r.get("attack_positions", []) if p["position"] == "insider"), {})
+        bound = ins.get("best_round_upper_bound") or {}
         fm = pooled.get("fedmia", {})
         eps = (r.get("defense") or {}).get("epsilon")
         print(f"| {name} | {setting} | {glob:.3f} | {np.mean(last):.3f} | "
               f"{_f(pooled['loss']['auc'])} / {_f(pooled['loss']['tpr_at_1pct_fpr'])} | "
               f"{_f(fm.get('auc'))} / {_f(fm.get('tpr_at_1pct_fpr'))} | "
-              f"{_f(ins.get('auc'))} ({ins.get('round')}) | "
+              f"{_f(ins.get('auc'))} ({ins.get('round')}) / "
+              f"{_f(bound.get('auc'))} ({bound.get('round')}) | "
               f"{r['model']['test_accuracy']:.3f} | "
               f"{eps if eps is None or isinstance(eps, str) else f'{eps:.2f}'} | {wall:.0f} |",
               flush=True)
