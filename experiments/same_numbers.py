@@ -1,0 +1,72 @@
+"""Do two runs hold the same numbers?  For refactors: results.json without what a rerun
+changes anyway (``timing``, ``run_dir``, ``cache_dir``, ``train_seconds``,
+``seconds_per_sample`` and the scenario's data paths) compared key by key and value by
+value with ``==`` (floats included, no tolerance; parsed JSON, so key order is not
+compared), and every scores.npz array with ``np.array_equal`` (same order and dtype).
+
+    python experiments/same_numbers.py RUN_DIR_A RUN_DIR_B
+
+Prints each difference and a one-line verdict; exit code 1 when they differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SKIP = {"timing", "run_dir", "cache_dir", "train_seconds", "seconds_per_sample"}
+
+
+def _comparable(obj: Any, top: bool = True) -> Any:
+    if isinstance(obj, dict):
+        out = {k: _comparable(v, False) for k, v in obj.items() if k not in SKIP}
+        if top and isinstance(out.get("scenario"), dict):
+            out["scenario"] = {t: {k: v for k, v in vals.items() if k not in ("data_dir", "path")}
+                               for t, vals in out["scenario"].items()}
+        return out
+    if isinstance(obj, list):
+        return [_comparable(v, False) for v in obj]
+    return obj
+
+
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Every place where ``a`` and ``b`` differ (type, keys, lengths, values)."""
+    if type(a) is not type(b):
+        return [f"{path}: type {type(a).__name__} != {type(b).__name__}"]
+    if isinstance(a, dict):
+        out = [f"{path}/{k}: only in {'A' if k in a else 'B'}" for k in sorted(set(a) ^ set(b))]
+        for k in a.keys() & b.keys():
+            out += differences(a[k], b[k], f"{path}/{k}")
+        return out
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return [f"{path}: length {len(a)} != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def main(run_a: Path, run_b: Path) -> int:
+    out = differences(*(_comparable(json.loads((r / "results.json").read_text("utf-8")))
+                        for r in (run_a, run_b)))
+    rows = "no scores.npz"
+    if (run_a / "scores.npz").exists() or (run_b / "scores.npz").exists():
+        with np.load(run_a / "scores.npz") as sa, np.load(run_b / "scores.npz") as sb:
+            out += [f"scores.npz {k}: differs" for k in sorted(set(sa.files) | set(sb.files))
+                    if k not in sa.files or k not in sb.files
+                    or not np.array_equal(sa[k], sb[k]) or sa[k].dtype != sb[k].dtype]
+            rows = f"scores.npz {len(sa['score'])} rows"
+    for line in out:
+        print(line)
+    print(f"{'same numbers' if not out else f'{len(out)} differences'} "
+          f"(results.json; {rows})")
+    return 1 if out else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.split("\n\n")[1].strip())
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
