@@ -98,10 +98,8 @@ class AuditContext:
         return Oracle(self._model, batch_size=self.scenario.attack.batch_size,
                       device=self.device)
 
-    def model(self, state: dict[str, torch.Tensor] | None = None) -> torch.nn.Module:
-        """The audit's model object, loaded with ``state`` when given."""
-        if state is not None:
-            self._model.load_state_dict(state)
+    def model(self) -> torch.nn.Module:
+        """The audit's one model object (what :meth:`oracle` loads each state into)."""
         return self._model
 
     def samples(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

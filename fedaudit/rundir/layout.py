@@ -27,7 +27,7 @@ from pathlib import Path
 
 __all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "GNQ_DIR",
            "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME", "ROUNDS_NAME",
-           "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path",
+           "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path", "checkpoints_dir",
            "client_model_path", "client_models_round_dir", "gnq_round_path", "rng_path",
            "rounds_path"]
 
@@ -46,14 +46,19 @@ DP_CANARIES_NAME = "dp_canaries.npz"
 RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
 
 
+def checkpoints_dir(run_dir: Path, subdir: str = "") -> Path:
+    """The global models' folder (``subdir``: an extra training seed's)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / subdir
+
+
 def checkpoint_path(run_dir: Path, round_: int, subdir: str = "") -> Path:
-    """The global model after ``round_`` (``subdir``: an extra training seed's folder)."""
-    return Path(run_dir) / CHECKPOINTS_DIR / subdir / f"round-{round_:04d}.pt"
+    """The global model after ``round_``."""
+    return checkpoints_dir(run_dir, subdir) / f"round-{round_:04d}.pt"
 
 
 def rng_path(run_dir: Path, round_: int, subdir: str = "") -> Path:
     """The server's client-sampling RNG state after ``round_`` (what ``--resume`` restores)."""
-    return Path(run_dir) / CHECKPOINTS_DIR / subdir / f"rng-{round_:04d}.json"
+    return checkpoints_dir(run_dir, subdir) / f"rng-{round_:04d}.json"
 
 
 def rounds_path(run_dir: Path, subdir: str = "") -> Path:

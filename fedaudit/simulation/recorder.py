@@ -17,7 +17,8 @@ from fedaudit.training.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.audit.context import Trajectory
 from fedaudit.rundir import append_jsonl, atomic_save_npz, atomic_torch_save, atomic_write_text
-from fedaudit.rundir.layout import checkpoint_path, gnq_round_path, rng_path, rounds_path
+from fedaudit.rundir.layout import (checkpoint_path, checkpoints_dir, gnq_round_path, rng_path,
+                                    rounds_path)
 from fedaudit.rundir.client_models import drop_unfinished_rounds, save_client_models
 from fedaudit.console.progress import Progress
 from fedaudit.scenario import Scenario
@@ -42,8 +43,7 @@ class RunRecorder:
         self.scenario, self.data, self.run_dir = scenario, data, run_dir
         self.device, self.progress, self.train_seed = device, progress, train_seed
         self.subdir = subdir
-        self.ckpt_dir = checkpoint_path(run_dir, 1, subdir).parent
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        checkpoints_dir(run_dir, subdir).mkdir(parents=True, exist_ok=True)
         self.jsonl = rounds_path(run_dir, subdir)
         self.model = model_for(scenario.model, data, seed=train_seed)
         self.rounds: list[dict] = []

@@ -35,10 +35,10 @@ class Attacks(Stage):
             problem = kind.check(scenario)
             if problem:
                 return problem
-        unrun = [m for m in a.methods if not any(m in k.methods(scenario) for k in kinds)]
+        runs = {k.name: k.methods(scenario) for k in kinds}
+        unrun = [m for m in a.methods if not any(m in ms for ms in runs.values())]
         if unrun:
-            runs = "; ".join(f"{k.name}: {', '.join(k.methods(scenario)) or 'nothing'}"
-                             for k in kinds)
+            runs = "; ".join(f"{k}: {', '.join(ms) or 'nothing'}" for k, ms in runs.items())
             return (f"attack.methods lists {', '.join(unrun)}, which no target in "
                     f"attack.targets = {list(a.targets)!r} runs ({runs})")
         return None

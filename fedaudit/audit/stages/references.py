@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from attacks.registry import trains_references
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.references import load_or_train, uses_references
+from fedaudit.audit.references import load_or_train
 from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.targets.base import uses_references
 
 
 @register_stage

@@ -76,6 +76,9 @@ class ClientModels(TargetKind):
         models are loaded once)."""
         notes = ctx.notes.setdefault(self.name, _skipped_note(ctx.scenario))
         available = client_model_rounds(ctx.run_dir)
+        if not available:
+            notes.append("no client models were kept (a resumed run keeps only the rounds "
+                         "trained after resuming)")
         single = single_model_methods(ctx.scenario)
         server = self.methods(ctx.scenario)[len(single):]
         outputs = _RoundOutputs(ctx)
@@ -135,9 +138,7 @@ class ClientModels(TargetKind):
             "pooled": {m: result_metrics(membership_metrics(np.concatenate(sc),
                                                             np.concatenate(mm)))
                        for m, (sc, mm) in pooled.items()},
-            "notes": ctx.notes.get(self.name, []) + ([] if client_model_rounds(ctx.run_dir) else [
-                "no client models were kept (a resumed run keeps only the rounds trained "
-                "after resuming)"]),
+            "notes": ctx.notes.get(self.name, []),
         }
         order = sorted(range(len(results)), key=lambda i: results[i].target.client)
         return [row for i in order for row in results[i].rows]
