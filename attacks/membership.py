@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from attacks.registry import ATTACKS, get_attack, needs_references
+from attacks.registry import ATTACKS, AttackScores, get_attack, needs_references
 from fedaudit.metrics import membership_metrics
 
 __all__ = ["NonmemberSample", "sample_nonmembers", "sample_members", "evaluate_attacks"]
@@ -164,7 +164,8 @@ def evaluate_attacks(
     Returns
     -------
     ``{method: {"scores": (N,) float64, "queries_per_sample": float,
-    "seconds_per_sample": float, "metrics": membership_metrics(...) or None}}``.
+    "seconds_per_sample": float, "metrics": membership_metrics(...) or None,
+    "info": what the attack reported (:class:`attacks.registry.AttackScores`)}}``.
     Queries are counted from ``oracle.queries``; seconds are wall time / N.
     ``metrics`` is None when ``member_mask`` holds a single class.
     """
@@ -205,7 +206,10 @@ def evaluate_attacks(
             opts["references"] = references
         q0 = oracle.queries
         t0 = time.perf_counter()
-        scores = np.asarray(fn(oracle, x, labels, **opts), dtype=np.float64)
+        out = fn(oracle, x, labels, **opts)
+        info = dict(out.info) if isinstance(out, AttackScores) else {}
+        scores = np.asarray(out.scores if isinstance(out, AttackScores) else out,
+                            dtype=np.float64)
         seconds = time.perf_counter() - t0
         if scores.shape != (n,):
             raise RuntimeError(f"attack {name!r} returned shape {scores.shape}, expected ({n},)")
@@ -214,6 +218,7 @@ def evaluate_attacks(
             "queries_per_sample": (oracle.queries - q0) / n,
             "seconds_per_sample": seconds / n,
             "metrics": membership_metrics(scores, mask) if both_classes else None,
+            "info": info,
         }
         if on_method is not None:
             on_method(name, seconds)

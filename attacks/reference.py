@@ -22,10 +22,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attacks.registry import register_attack
+from attacks.augment import AUGMENTATIONS, augmented_views
+from attacks.registry import AttackScores, register_attack
+from attacks.rmia_tuning import A_GRID, tune_offline_a
 from fedaudit.options import option
 
-__all__ = ["ReferenceSignals", "lira_scores", "logit_confidence", "rmia_scores"]
+__all__ = ["A_GRID", "ReferenceSignals", "TuningSignals", "lira_scores", "lira_scores_augmented",
+           "logit_confidence", "rmia_scores", "tune_offline_a"]
 
 #: floor of probabilities and of sums of probabilities before a log (an output that
 #: underflowed to 0 in float32); the same floor the baselines use
@@ -46,6 +49,10 @@ class ReferenceSignals:
     population_x, population_y : the population samples z (never trained on by the target
         nor by any reference) and their labels.
     population_probs : (R, Z, C) the references' outputs on them.
+    views : (A, R, N, C) the references' outputs on the A augmented views of the audit
+        samples (:func:`attacks.augment.augmented_views`, the sample itself first) with
+        the name of the augmentation in ``augment``; None without augmented queries.
+    tuning : what RMIA's ``a = "auto"`` attacks (:class:`TuningSignals`); None online.
     """
 
     probs: np.ndarray
@@ -53,6 +60,9 @@ class ReferenceSignals:
     population_x: np.ndarray
     population_y: np.ndarray
     population_probs: np.ndarray
+    views: np.ndarray | None = None
+    augment: str = "none"
+    tuning: "TuningSignals | None" = None
 
     @property
     def online(self) -> bool:
@@ -65,6 +75,17 @@ class ReferenceSignals:
         references on its canaries); ``x``, ``y`` give the population's dtypes."""
         p = np.asarray(probs, dtype=np.float64)
         return cls(p, None, x[:0], y[:0], np.zeros((p.shape[0], 0, p.shape[2])))
+
+
+@dataclass(frozen=True)
+class TuningSignals:
+    """Samples whose membership in every reference is known (the references' own training
+    data and data none trained on): ``probs`` (R, T, C) the references' outputs, ``y`` (T,)
+    the labels, ``in_mask`` (R, T) True where reference r trained on sample t."""
+
+    probs: np.ndarray
+    y: np.ndarray
+    in_mask: np.ndarray
 
 
 def _proba(p: ArrayLike, name: str) -> np.ndarray:
@@ -161,6 +182,26 @@ def lira_scores(target_phi: ArrayLike, reference_phi: ArrayLike,
     return norm.logpdf(t, mu_in, s_in) - norm.logpdf(t, mu_out, s_out)
 
 
+def lira_scores_augmented(target_phi: ArrayLike, reference_phi: ArrayLike,
+                          in_mask: ArrayLike | None = None, *,
+                          fixed_variance: bool = True) -> np.ndarray:
+    """LiRA with augmented queries (Carlini et al. 2022, section VI-B): one Gaussian (pair)
+    per augmentation, fitted to that augmentation's statistic over the references; the
+    score is the mean over augmentations of :func:`lira_scores`' per-augmentation score
+    (the paper's code: ``score.mean(1)`` over the queries).
+
+    ``target_phi`` (A, N) and ``reference_phi`` (A, R, N): the A augmented views'
+    statistics; ``in_mask`` (R, N) as for :func:`lira_scores` (a view is IN when its
+    sample is)."""
+    t = np.asarray(target_phi, dtype=np.float64)
+    r = np.asarray(reference_phi, dtype=np.float64)
+    if t.ndim != 2 or r.ndim != 3 or r.shape[0] != t.shape[0] or r.shape[2] != t.shape[1]:
+        raise ValueError(f"target_phi must be (A, N) and reference_phi (A, R, N); got "
+                         f"{t.shape} and {r.shape}")
+    return np.mean([lira_scores(t[a], r[a], in_mask, fixed_variance=fixed_variance)
+                    for a in range(t.shape[0])], axis=0)
+
+
 def _marginal(ref_p: np.ndarray, offline_a: float | None) -> np.ndarray:
     """RMIA's p(.) from the references' true-label probabilities (R, M): their mean;
     offline, ``((1 + a) / 2) * mean_OUT + (1 - a) / 2`` (the paper's approximation of the
@@ -218,16 +259,27 @@ def _true_label_probs(p: np.ndarray, y: np.ndarray) -> np.ndarray:
                               axis=-1)[..., 0]
 
 
+def _check_a(v: Any) -> str | None:
+    if v == "auto" or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1):
+        return None
+    return f"{v!r} is not allowed; allowed: 'auto' or a number in [0, 1]"
+
+
 LIRA_OPTIONS = {
     "fixed_variance": option(bool, True, "one Gaussian variance for all samples (per IN / "
                              "OUT), the paper's advice with few reference models"),
+    "augment": option(str, "none", "augmented queries, one Gaussian per augmentation "
+                      "(images): none (1 query), flip (2), flip+shift (10)",
+                      choices=AUGMENTATIONS),
 }
 
 RMIA_OPTIONS = {
     "gamma": option(float, 1.0, "likelihood-ratio threshold: score = Pr_z[LR(x, z) >= gamma]",
                     min=0.0, min_exclusive=True),
-    "a": option(float, 0.3, "offline mode: p(x) = ((1 + a)/2) mean_OUT(x) + (1 - a)/2",
-                min=0.0, max=1.0),
+    "a": option((str, float), "auto", "offline mode: p(x) = ((1 + a)/2) mean_OUT(x) + "
+                "(1 - a)/2; auto: the a of the grid 0, 0.1, ..., 1 that best attacks one "
+                "reference with the others (Privacy Meter's tune_offline_a), recorded in "
+                "results.json", check=_check_a),
     "population": option(int, 0, "population samples z drawn from the population split "
                          "(0 = all of it)", min=0, unset=0),
 }
@@ -237,31 +289,66 @@ def _population_cost(shape: Any, **_: Any) -> float:
     return 1.0  # plus Z population queries shared by every sample (counted when run)
 
 
-@register_attack("lira", label="LiRA", options=LIRA_OPTIONS, references=True)
+def _lira_cost(shape: Any, augment: str = "none", **_: Any) -> float:
+    return float(len(augmented_views(np.zeros((1, *shape), dtype=np.float32), augment)))
+
+
+@register_attack("lira", label="LiRA", options=LIRA_OPTIONS, cost=_lira_cost, references=True)
 def lira_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
-                fixed_variance: bool = True) -> np.ndarray:
-    """LiRA against the oracle: one query per sample, the statistic of the true label."""
+                fixed_variance: bool = True, augment: str = "none") -> AttackScores:
+    """LiRA against the oracle: the statistic of the true label on each sample (and, with
+    ``augment``, on each of its augmented views: one query per view)."""
     labels = np.asarray(y)
-    target = logit_confidence(oracle.predict_proba(x), labels)
-    refs = logit_confidence(references.probs, labels)
-    return lira_scores(target, refs, references.in_mask, fixed_variance=fixed_variance)
+    if augment == "none":
+        target = logit_confidence(oracle.predict_proba(x), labels)
+        refs = logit_confidence(references.probs, labels)
+        scores = lira_scores(target, refs, references.in_mask, fixed_variance=fixed_variance)
+        return AttackScores(scores, {"augment": "none", "queries_per_view": 1})
+    if references.views is None or references.augment != augment:
+        raise ValueError(f"lira augment = {augment!r}: the reference signals hold the views "
+                         f"of {references.augment!r}")
+    views = augmented_views(np.asarray(x), augment)
+    target = np.stack([logit_confidence(oracle.predict_proba(v), labels) for v in views])
+    refs = logit_confidence(references.views, labels)
+    scores = lira_scores_augmented(target, refs, references.in_mask,
+                                   fixed_variance=fixed_variance)
+    return AttackScores(scores, {"augment": augment, "queries_per_view": len(views)})
+
+
+def _tuned_a(references: ReferenceSignals, population: int | None) -> tuple[float, dict]:
+    t = references.tuning
+    if t is None:
+        raise ValueError("rmia a = 'auto' needs tuning signals (offline references)")
+    p = _true_label_probs(t.probs, np.asarray(t.y))
+    return tune_offline_a(p[0], p[1:], t.in_mask[0], t.in_mask[1:])
 
 
 @register_attack("rmia", label="RMIA", options=RMIA_OPTIONS, cost=_population_cost,
                  references=True)
 def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
-                gamma: float = 1.0, a: float = 0.3, population: int | None = None) -> np.ndarray:
+                gamma: float = 1.0, a: float | str = "auto",
+                population: int | None = None) -> AttackScores:
     """RMIA against the oracle: one query per audit sample and one per population sample z
-    (the first ``population`` of them; all by default)."""
+    (the first ``population`` of them; all by default).  Offline with ``a = "auto"``, ``a``
+    is tuned on the references first (:func:`tune_offline_a`, no target query)."""
     labels = np.asarray(y)
     z = slice(None, population or None)
     zx, zy = references.population_x[z], np.asarray(references.population_y[z])
+    info: dict[str, Any] = {}
+    offline_a = None
+    if not references.online:
+        if a == "auto":
+            offline_a, aucs = _tuned_a(references, population)
+            info = {"a": offline_a, "a_tuned": True,
+                    "a_tuning_auc": {f"{k:.1f}": round(v, 6) for k, v in aucs.items()}}
+        else:
+            offline_a = float(a)
+            info = {"a": offline_a, "a_tuned": False}
     tx = _true_label_probs(np.asarray(oracle.predict_proba(x), dtype=np.float64), labels)
     tz = _true_label_probs(np.asarray(oracle.predict_proba(zx), dtype=np.float64), zy)
     rx = _true_label_probs(references.probs, labels)
     rz = _true_label_probs(references.population_probs[:, z], zy)
-    return rmia_scores(tx, rx, tz, rz, gamma=gamma,
-                       offline_a=None if references.online else a)
+    return AttackScores(rmia_scores(tx, rx, tz, rz, gamma=gamma, offline_a=offline_a), info)
 
 
 @register_attack("fedmia", label="FedMIA", references=True, server_view=True)

@@ -19,6 +19,8 @@ as soon as ``attacks`` (or anything inside it) is imported.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -30,6 +32,19 @@ from fedaudit.registry import Registry
 __all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
            "attack_label", "attack_options", "needs_references", "server_view",
            "trains_references"]
+
+
+@dataclass(frozen=True)
+class AttackScores:
+    """What an attack may return instead of bare scores: the scores and what it chose on
+    the way (RMIA's tuned ``a``, LiRA's queries per sample), which results.json records
+    beside the attack's metrics."""
+
+    scores: np.ndarray
+    info: Mapping[str, Any]
+
+    def __array__(self, dtype=None, copy=None):  # np.asarray(result) -> the scores
+        return np.asarray(self.scores, dtype=dtype)
 
 
 class AttackFn(Protocol):

@@ -24,7 +24,7 @@ baseline from 15 runs against the baseline from all runs.
 
 Settings: ``synthetic`` (a 4-class Gaussian mixture in 20 dimensions, a 20-32-4 MLP trained
 centrally on 100 members, 2,000 fresh test samples), ``digits`` (the quantization-sweep
-federation, shortened, in process: :func:`fedaudit.audit.references.train_reference`, the clients'
+federation, shortened, in process: :func:`fedaudit.simulation.references.train_references`, the clients'
 own training code), ``mnist`` (``../shared/data/mnist.npz`` when present: 3,000 samples, 5
 clients, the MLP). ``--quick`` runs fewer runs of synthetic and digits only.
 """
@@ -55,7 +55,8 @@ from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
 from fedaudit.quant import quantize, quantize_trajectory, rqn_over_runs
 from fedaudit.quant.mis import membership_features, mis_baseline
-from fedaudit.audit.references import train_reference
+from fedaudit.audit.references import reference_job
+from fedaudit.simulation.references import LocalRunner, train_references
 
 QUANTIZERS = ["fp32", "int8", "int4", "int2", "ternary", "ternary-sparse50", "ternary-sparse90",
               "binary"]
@@ -120,16 +121,19 @@ def synthetic(runs: int) -> Setting:
 
 def federation(name: str, scenario_name: str, overrides: list[str], runs: int,
                describe: str) -> Setting:
-    """A fedaudit scenario trained in process (:func:`train_reference`): the pool is its
+    """A fedaudit scenario trained in process (:func:`train_references`, the Flower
+    strategy stack over the ClientApp): the pool is its
     train and holdout splits, r_Qn and accuracy use its test split; a checkpoint per round."""
     scenario = fedaudit.validate(scenario_name, overrides)
     data = build_federated_data(scenario)
     pool = np.sort(np.concatenate([data.train, data.holdout]))
-    device = torch.device("cpu")
 
     def train(members: np.ndarray, seed: int) -> list[dict]:
         traj: list[dict] = []
-        train_reference(scenario, data, pool[members], seed, device, trajectory=traj)
+        job = reference_job(scenario, data, 0, pool[members], seed)
+        for _ in train_references(scenario, data, [job], LocalRunner(),
+                                  on_round=lambda _j, _r, state: traj.append(state)):
+            pass
         return traj
 
     return Setting(name, describe, data.x[pool], data.y[pool], data.x[data.test],

@@ -166,6 +166,10 @@ class ReferenceConfig:
     """``[attack.reference]``: the reference models of LiRA and RMIA."""
     models: int
     mode: str
+    population: int
+    allow_smaller: bool
+    parallel: int
+    runtime: str
 
 
 @dataclass(frozen=True)

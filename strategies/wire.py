@@ -17,6 +17,10 @@ AUDIT = "audit"
 SCENARIO = "scenario"
 SERVER_ROUND = "server-round"
 TRAIN_SEED = "train-seed"
+#: a reference federation's client (the auditor's LiRA / RMIA references): the sample ids it
+#: trains on and its client index (instead of the node's own partition)
+REFERENCE_IDS = "reference-ids"
+REFERENCE_CLIENT = "reference-client"
 
 # metrics (client -> server)
 PARTITION_ID = "partition-id"  # also the node_config key a SuperNode is started with

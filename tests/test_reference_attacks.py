@@ -167,52 +167,22 @@ def _scenario(*sets):
     return load_scenario("quickstart", ["federation.rounds=2", "federation.num_clients=3",
                                         "data.max_samples=300", "train.local_epochs=1",
                                         "attack.methods=['loss','lira','rmia']",
-                                        "attack.reference.models=2", *sets])
-
-
-def test_split_keeps_nonmembers_population_and_reference_data_apart():
-    from fedaudit.data import build_federated_data
-    from fedaudit.audit.references import attack_split, plan_references
-
-    for mode in ("offline", "online"):
-        s = _scenario(f"attack.reference.mode={mode}")
-        d = build_federated_data(s)
-        split = attack_split(s, d)
-        parts = [set(split.nonmember_pool), set(split.population), set(split.reference_pool),
-                 set(d.train)]
-        for i in range(4):
-            for j in range(i + 1, 4):
-                assert not parts[i] & parts[j], (mode, i, j)
-        assert set(split.nonmember_pool) | set(split.population) == set(d.holdout)
-        audit = np.sort(np.r_[d.train[:40], split.nonmember_pool[:40]])
-        plan = plan_references(s, split, audit)
-        for k, ids in enumerate(plan.train_ids):
-            assert not set(ids) & set(split.population)
-            assert not set(ids) & set(split.nonmember_pool[40:])  # unused pool: never IN
-            if mode == "offline":
-                assert plan.in_mask is None and not set(ids) & set(audit)
-            else:
-                assert set(ids) & set(audit) == set(audit[plan.in_mask[k]])
-        if mode == "online":
-            assert np.all(plan.in_mask.sum(axis=0) == 1)  # IN for exactly half of 2
-    # no reference attack: the whole holdout is the non-member pool, as before
-    s = load_scenario("quickstart")
-    d = build_federated_data(s)
-    assert np.array_equal(attack_split(s, d).nonmember_pool, d.holdout)
+                                        "attack.reference.models=2",
+                                        "attack.reference.allow_smaller=true", *sets])
 
 
 def test_cache_hit_trains_nothing_and_a_changed_recipe_retrains(tmp_path, monkeypatch):
     from fedaudit.data import build_federated_data
     from fedaudit.audit.references import attack_split, load_or_train
+    from fedaudit.simulation.references import reference_trainer
 
     monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path / "cache"))
-    cpu = torch.device("cpu")
 
     def refs(*sets):
         s = _scenario(*sets)
         d = build_federated_data(s)
         split = attack_split(s, d)
-        return load_or_train(s, d, split, np.sort(d.train[:30]), cpu)
+        return load_or_train(s, d, split, np.sort(d.train[:30]), reference_trainer(s, d))
 
     first = refs()
     assert (first.trained, first.cached) == (2, 0)
@@ -227,24 +197,29 @@ def test_cache_hit_trains_nothing_and_a_changed_recipe_retrains(tmp_path, monkey
     assert len(list((tmp_path / "cache" / "references").glob("*.pt"))) == 4
 
 
+def _train(s, d, ids, seed):
+    """One reference federation on ``ids`` through the Flower stack, in this process."""
+    from fedaudit.audit.references import reference_job
+    from fedaudit.simulation.references import reference_trainer
+
+    ((_, state),) = reference_trainer(s, d)([reference_job(s, d, 0, ids, seed)])
+    return state
+
+
 def test_reference_training_is_the_clients_code_and_deterministic():
-    """A reference federation is FedAvg of train_local over the partitioned ids: same seed,
-    same weights; two seeds differ."""
+    """A reference federation is the target's strategy stack over the ClientApp on the
+    partitioned ids: same seed, same weights; two seeds differ."""
     from fedaudit.data import build_federated_data
-    from fedaudit.audit.references import train_reference
 
     s = _scenario()
     d = build_federated_data(s)
     ids = np.sort(d.test[:60])
-    a = train_reference(s, d, ids, seed=5, device=torch.device("cpu"))
-    b = train_reference(s, d, ids, seed=5, device=torch.device("cpu"))
-    c = train_reference(s, d, ids, seed=6, device=torch.device("cpu"))
+    a, b, c = _train(s, d, ids, 5), _train(s, d, ids, 5), _train(s, d, ids, 6)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
 @pytest.mark.parametrize("sets, fragment", [
-    (["federation.strategy=FedMedian"], "federation.strategy = 'FedMedian'"),
     (["attack.reference.mode=online", "attack.reference.models=3"], "even number"),
     (["attack.reference.models=1"], "out of range"),
 ])
@@ -264,6 +239,7 @@ def test_lira_and_rmia_run_on_every_target_into_results_scores_and_report(tmp_pa
     import fedaudit
 
     sets = ["federation.num_clients=2", "federation.rounds=2", "data.max_samples=400",
+            "data.holdout_fraction=0.4", "data.test_fraction=0.3",
             "train.local_epochs=1", "audit.gnq.client=false",
             "audit.quantization.quantizers=['fp32','int4']",
             "attack.methods=['loss','lira','rmia']", "attack.reference.models=2"]
@@ -273,6 +249,12 @@ def test_lira_and_rmia_run_on_every_target_into_results_scores_and_report(tmp_pa
     ref = r["references"]
     assert (ref["models"], ref["mode"], ref["trained"], ref["from_cache"]) == (2, "offline", 2, 0)
     assert ref["split"]["population"] > 0 and ref["split"]["reference_pool"] > 0
+    # the references trained on as many samples as the target, and RMIA's a was tuned
+    assert ref["size_parity"] and ref["train_size"] == [ref["target_train_size"]] * 2
+    assert r["attacks"]["rmia"]["a_tuned"] and r["attacks"]["rmia"]["a"] in [
+        round(0.1 * i, 1) for i in range(11)]
+    assert ref["rmia_a"] == r["attacks"]["rmia"]["a"] and ref["rmia_a_tuned"]
+    assert not r["warnings"]
     for m in ("lira", "rmia"):
         assert 0.0 <= r["attacks"][m]["auc"] <= 1.0 and r["attacks"][m]["reference_models"] == 2
         assert all(m in c["attacks"] for c in r["clients"])
@@ -292,40 +274,27 @@ def test_lira_and_rmia_run_on_every_target_into_results_scores_and_report(tmp_pa
             assert again.results["attacks"][m][k] == r["attacks"][m][k], (m, k)
 
 
-def test_reference_training_under_central_dp_clips_and_noises_like_flower():
-    """dp-server references: each client's update clipped to clip_norm before the uniform
-    mean; noise 0 gives exactly that mean, noise > 0 moves it by noise of the right size."""
+def test_reference_training_under_central_dp_goes_through_flowers_wrapper():
+    """dp-server references: Flower's server-side fixed-clipping wrapper clips each
+    client's update to clip_norm before the uniform mean (noise 0: the model moves at most
+    rounds x clip_norm); with noise the wrapper's seeded noise moves it."""
     from fedaudit.data import build_federated_data
     from fedaudit.models import model_for
-    from fedaudit.audit.references import _add_noise, _clip_update, train_reference
-
-    start = {"w": torch.zeros(4, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
-    state = {"w": torch.tensor([3.0, 0.0, 0.0, 0.0], dtype=torch.float64),
-             "b": torch.tensor([4.0], dtype=torch.float64)}  # ||u|| = 5
-    clipped = _clip_update(state, start, 1.0)
-    torch.testing.assert_close(clipped["w"], torch.tensor([0.6, 0, 0, 0], dtype=torch.float64))
-    torch.testing.assert_close(clipped["b"], torch.tensor([0.8], dtype=torch.float64))
-    assert _clip_update(state, start, 10.0)["b"].item() == 4.0  # inside the ball: unchanged
-    big = {"w": torch.zeros(200_000, dtype=torch.float64)}
-    noisy = _add_noise(big, 0.5, np.random.default_rng(0))["w"]
-    # the sample std of 2e5 normals is within 1% of 0.5 (its relative sd is ~0.16%)
-    assert abs(noisy.std().item() - 0.5) < 0.005
 
     s0 = _scenario("defense.kind=dp-server", "defense.noise_multiplier=0", "defense.clip_norm=0.01")
     s1 = _scenario("defense.kind=dp-server", "defense.noise_multiplier=1", "defense.clip_norm=0.01")
     d = build_federated_data(s0)
     ids = np.sort(d.test[:60])
-    cpu = torch.device("cpu")
     init = model_for(s0.model, d, seed=5).state_dict()
-    a = train_reference(s0, d, ids, seed=5, device=cpu)
-    b = train_reference(s1, d, ids, seed=5, device=cpu)
+    a, b = _train(s0, d, ids, 5), _train(s1, d, ids, 5)
     moved = math.sqrt(sum(float(((a[k].double() - init[k].double()) ** 2).sum()) for k in a))
     # 2 rounds, each mean of updates clipped to 0.01: the model moves at most 0.02, plus
     # the float32 rounding of the stored weights (each of the 2 rounds stores the clipped
     # states and their mean: <= 2 * 2 * eps/2 * ||w|| in all)
     norm = max(math.sqrt(sum(float((w[k].double() ** 2).sum()) for k in w)) for w in (init, a))
-    assert moved <= 0.02 + 2 * float(np.finfo(np.float32).eps) * norm
+    assert 0.0 < moved <= 0.02 + 2 * float(np.finfo(np.float32).eps) * norm
     assert not all(torch.equal(a[k], b[k]) for k in a)  # the noise is there
+    np.testing.assert_equal(a.keys(), b.keys())
 
 
 def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
@@ -334,7 +303,8 @@ def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from fedaudit.audit.references import AttackSplit, ReferencePlan, References, reference_signals
+    from fedaudit.audit.references import (AttackSplit, ReferencePlan, References,
+                                           ReferenceSizes, reference_signals)
 
     x = torch.arange(12, dtype=torch.float32).reshape(12, 1)
     data = SimpleNamespace(x=x.numpy(), y=np.zeros(12, dtype=np.int64), num_classes=2)
@@ -343,8 +313,9 @@ def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
               {"weight": torch.tensor([[0.0], [1.0]]), "bias": torch.zeros(2)}]
     audit = np.array([2, 5, 7, 9, 11])
     in_mask = np.array([[1, 0, 1, 0, 1], [0, 1, 0, 1, 0]], dtype=bool)
-    plan = ReferencePlan((audit, audit), (0, 1), audit, in_mask)
-    split = AttackSplit(audit, np.array([0, 1]), np.array([3, 4]))
+    sizes = ReferenceSizes(5, 0, 5, (5, 5), True)
+    plan = ReferencePlan((audit, audit), (0, 1), audit, in_mask, sizes)
+    split = AttackSplit(audit, np.array([0, 1]), np.array([0, 1, 3, 4]))
     refs = References(states, plan, split, 0, 2, 0.0, Path("."))
     sig = reference_signals(refs, data, np.array([9, 11]), model, torch.device("cpu"), 8)
     assert sig.probs.shape == (2, 2, 2)

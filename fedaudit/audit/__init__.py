@@ -26,6 +26,7 @@ import torch
 
 from fedaudit.audit.attack_loop import ScoreRows, TargetResult, attack
 from fedaudit.audit.context import AuditContext, Trajectory
+from fedaudit.audit.references import ReferenceTrainer
 from fedaudit.audit.stages import STAGES, Stage, register_stage, run_stages
 from fedaudit.audit.targets import TARGETS, Target, TargetKind, register_target
 from fedaudit.console.progress import NoProgress, Progress
@@ -39,9 +40,13 @@ __all__ = ["STAGES", "TARGETS", "AuditContext", "ScoreRows", "Stage", "Target", 
 
 def run_audit(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
               extra: list[Trajectory], run_dir: Path, results: dict[str, Any],
-              device: torch.device, progress: Progress | None = None) -> dict[str, float]:
+              device: torch.device, progress: Progress | None = None, *,
+              reference_trainer: ReferenceTrainer | None = None) -> dict[str, float]:
     """Every enabled stage on a finished training run, filling ``results``; the seconds
-    spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``)."""
+    spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``).
+    ``reference_trainer`` trains LiRA's / RMIA's reference federations (the run's:
+    :func:`fedaudit.simulation.references.reference_trainer`)."""
     ctx = AuditContext(scenario, data, device, Path(run_dir), results, trajectory,
-                       tuple(extra), progress or NoProgress())
+                       tuple(extra), progress or NoProgress(),
+                       reference_trainer=reference_trainer)
     return run_stages(ctx)

@@ -106,6 +106,7 @@ def attack(ctx: AuditContext, target: Target, tracker: AttackTracker | None = No
         pooled["seconds_per_sample"] = r["seconds_per_sample"]
         if needs_references(method) and refs is not None:
             pooled["reference_models"] = int(refs.probs.shape[0])
+        pooled.update(r.get("info") or {})
         res.pooled[method] = pooled
     if target.client is not None:
         res.rows = [ScoreRows(target.name, m, ids, np.full(len(ids), target.client), member,

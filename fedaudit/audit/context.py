@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from attacks.oracle import Oracle
-from fedaudit.audit.references import AttackSplit, References, attack_split
+from fedaudit.audit.references import (AttackSplit, References, ReferenceTrainer,
+                                       attack_split)
 from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, attack_sets
 from fedaudit.audit.targets.base import ScoreRows, TargetResult
 from fedaudit.console.progress import NoProgress, Progress
@@ -56,6 +57,8 @@ class AuditContext:
     #: the extra training seeds' trajectories (``audit.quantization.seeds``)
     extra: tuple[Trajectory, ...] = ()
     progress: Progress = field(default_factory=NoProgress)
+    #: trains the reference federations (the simulation layer's Flower trainer)
+    reference_trainer: ReferenceTrainer | None = None
     #: quantizer name -> the quantized release (the quantization stage)
     releases: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     #: the reference models of LiRA / RMIA (the references stage)

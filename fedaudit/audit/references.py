@@ -1,33 +1,35 @@
-"""The auditor's reference models for LiRA and RMIA (:mod:`attacks.reference`).
+"""The auditor's reference models for LiRA and RMIA (:mod:`attacks.reference`), trained
+like the target (docs/algorithms.md section 8).
 
-**Data split** (:func:`attack_split`; docs/algorithms.md section 8).  When a
-reference-model attack is listed, the never-trained data is divided so that the audit's
-non-members, RMIA's population samples z and the references' training data never overlap:
+**Data split** (:func:`attack_split`, :func:`plan_references`).  When a reference-model
+attack is listed, the never-trained data (holdout and test splits) is divided so that the
+audit's non-members, RMIA's population z and the references' training data never overlap:
 
-- the holdout split, shuffled with ``attack.seed``, gives its first half to the audit's
-  non-member pool (class-matched non-members are drawn from it, as always) and its second
-  half to the population z;
-- the references train on the test split (data the target never trained on; the target's
-  accuracy and r_Qn still use it, the references do not change them).
+- the holdout split, shuffled with ``attack.seed``, gives ``attack.reference.population``
+  samples (default: half of it) to the population z and the rest to the audit's
+  non-member pool (class-matched non-members are drawn from it, as always);
+- the *reference pool* is every never-trained sample that is neither audited (members and
+  the non-members drawn) nor population: the pool's unused non-members, the test split.
 
-Without a reference attack the non-member pool is the whole holdout, as before.
+**Size parity** (ML Privacy Meter trains target and references on equal halves of one
+pool; LeakPro treats a shadow-model size unlike the target's as a defect).  Every
+reference trains on as many samples as the target federation (:func:`target_train_size`),
+partitioned over ``federation.num_clients`` clients by ``data.partitioner``: offline, drawn
+without replacement from the reference pool; online, its IN half of the audit samples
+(references come in pairs with complementary halves: every audit sample IN for exactly half
+of them) topped up from the pool.  Where the pool is too small the run refuses before
+training (``fedaudit validate`` too) with the sizes and the keys to change, unless
+``attack.reference.allow_smaller``; results.json ``references`` has the sizes.
 
-**Reference federations** (:func:`train_reference`).  A reference is a federation trained
-like the target: the same model and initialisation rule, ``num_clients`` clients over the
-scenario's partitioner, ``rounds`` rounds of FedAvg with the same client sampling fraction,
-each client running :func:`fedaudit.training.train_local` -- the Flower clients' own code --
-with the same optimizer, learning rate, local epochs and batch size, under ``dp-sgd``
-the same DP-SGD, and under ``dp-server`` / ``dp-client`` / ``clip`` the same update
-clipping and Gaussian noise on the mean.  Reference k trains on a random half of the
-test split (drawn, in order of k, from one generator seeded by the scenario and attack
-seeds); online, plus the audit samples that are IN for it: every audit sample, member or not, is
-IN for exactly half of the references.  They train in this process (no Ray).
+**Reference federations** are trained by a :data:`ReferenceTrainer`: the run's is
+:func:`fedaudit.simulation.references.reference_trainer` -- the target's Flower strategy
+stack (DP wrappers included) and ClientApp, on the run's Ray actors or in this process.
 
 **Cache**.  Each reference is stored under a hash of everything that changes it (the
 data, canaries, model, training, federation and defense tables, its training ids and
 seed) in ``$FEDAUDIT_CACHE/references`` (``fedaudit run --cache DIR`` sets it; default
-``$XDG_CACHE_HOME/fedaudit`` or ``~/.cache/fedaudit``), so a second run, a quantizer sweep
-or a different attack option with the same recipe trains nothing.
+``$XDG_CACHE_HOME/fedaudit`` or ``~/.cache/fedaudit``), so a second run, a quantizer sweep,
+more references or a different attack option with the same recipe trains only what is new.
 """
 
 from __future__ import annotations
@@ -38,44 +40,46 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from attacks.oracle import Oracle
-from attacks.reference import ReferenceSignals
+from attacks.augment import augmented_views
+from attacks.reference import ReferenceSignals, TuningSignals
 from fedaudit.audit.targets.base import uses_references
 from fedaudit.data import FederatedData, partition_ids
-from fedaudit.defenses import get_defense
 from fedaudit.errors import ScenarioError
-from fedaudit.models import model_for
 from fedaudit.quant import quantize
 from fedaudit.rundir import atomic_torch_save, cache_root
 from fedaudit.scenario import Scenario
-from fedaudit.training import client_seed, pick_device, train_local
+from fedaudit.training import pick_device
 from fedaudit.version import __version__
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["AttackSplit", "References", "attack_split", "load_or_train",
-           "plan_references", "reference_signals", "train_reference", "uses_references"]
+__all__ = ["AttackSplit", "ReferenceJob", "ReferencePlan", "ReferenceSizes", "ReferenceTrainer",
+           "References", "attack_split", "load_or_train", "plan_references", "reference_job",
+           "reference_signals", "target_train_size", "uses_references"]
 
 
 @dataclass(frozen=True)
 class AttackSplit:
-    """Global ids of the audit's non-member pool, RMIA's population z and the data the
-    references train on (both empty without a reference attack)."""
+    """Global ids of the audit's non-member pool, RMIA's population z and every sample the
+    target never trained on (holdout and test splits; empty without a reference attack).
+    The references' pool is what of ``never_trained`` is neither audited nor population
+    (:func:`plan_references`)."""
 
     nonmember_pool: np.ndarray
     population: np.ndarray
-    reference_pool: np.ndarray
+    never_trained: np.ndarray
 
     def summary(self) -> dict[str, Any]:
         return {"nonmember_pool": int(len(self.nonmember_pool)),
                 "population": int(len(self.population)),
-                "reference_pool": int(len(self.reference_pool)),
-                "reference_pool_from": "test split" if len(self.reference_pool) else None}
+                "never_trained": int(len(self.never_trained))}
 
 
 def attack_split(scenario: Scenario, data: FederatedData) -> AttackSplit:
@@ -84,14 +88,49 @@ def attack_split(scenario: Scenario, data: FederatedData) -> AttackSplit:
         return AttackSplit(data.holdout, empty, empty)
     rng = np.random.default_rng([scenario.attack.seed, 7919])
     h = rng.permutation(data.holdout)
-    half = len(h) // 2
-    if half < 1 or len(data.test) < 2:
-        raise ScenarioError(f"data: holdout ({len(h)}) and test ({len(data.test)}) splits are "
-                            "too small for reference-model attacks; raise "
-                            "data.holdout_fraction / data.test_fraction")
+    z = scenario.attack.reference.population or len(h) - len(h) // 2
+    if len(h) - z < 1 or z < 1:
+        raise ScenarioError(
+            f"attack.reference.population = {z}: the holdout split has {len(h)} samples, "
+            f"which must give both the population and the non-member pool at least one; "
+            f"allowed: 1..{max(1, len(h) - 1)}, or raise data.holdout_fraction")
     # the population keeps its shuffled order: RMIA's `population = Z` takes the first Z,
     # a random subset (sorted ids could follow the dataset's class order)
-    return AttackSplit(np.sort(h[:half]), h[half:].astype(np.int64), np.sort(data.test))
+    never = np.union1d(data.holdout, data.test).astype(np.int64)
+    return AttackSplit(np.sort(h[: len(h) - z]), h[len(h) - z:].astype(np.int64), never)
+
+
+def target_train_size(data: FederatedData) -> int:
+    """Samples the target federation trained on (every client's partition)."""
+    return int(sum(len(c) for c in data.clients))
+
+
+@dataclass(frozen=True)
+class ReferenceSizes:
+    """The reference federations' training sizes against the target's."""
+
+    target: int          # the target federation's training samples
+    pool: int            # never-trained samples neither audited nor population
+    audit: int           # audit samples (online: each IN for half of the references)
+    per_reference: tuple[int, ...]
+    online: bool
+
+    @property
+    def parity(self) -> bool:
+        return all(n == self.target for n in self.per_reference)
+
+    def shortfall(self) -> str | None:
+        """One line when the data cannot give every reference the target's size."""
+        if self.parity:
+            return None
+        need = self.target - (self.audit // 2 if self.online else 0)
+        return (f"reference models would train on {min(self.per_reference)} samples, the "
+                f"target on {self.target}: the reference pool (never-trained samples that "
+                f"are neither audited nor RMIA's population) has {self.pool}, "
+                f"{'online references need ' + str(need) + ' beside their IN audit samples' if self.online else 'each offline reference needs ' + str(need)}; "
+                "raise data.holdout_fraction / data.test_fraction (or data.max_samples), "
+                "lower attack.reference.population, or set "
+                "attack.reference.allow_smaller = true")
 
 
 @dataclass(frozen=True)
@@ -102,71 +141,64 @@ class ReferencePlan:
     seeds: tuple[int, ...]
     audit_ids: np.ndarray  # sorted ids of the audit samples (members and non-members)
     in_mask: np.ndarray | None  # (R, len(audit_ids)) online; None offline
+    sizes: ReferenceSizes
 
 
-def plan_references(scenario: Scenario, split: AttackSplit,
+def _pair_halves(scenario: Scenario, n: int, pair: int) -> np.ndarray:
+    """Bool (n,): the audit samples IN for reference 2 * pair (its partner 2 * pair + 1
+    has the others), a random half drawn for this pair alone, so the first 2k references
+    of a run with more are those of a run with 2k (and share its cache)."""
+    rng = np.random.default_rng([scenario.seed, scenario.attack.seed, 104729, pair])
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.permutation(n)[: (n + pair % 2) // 2]] = True  # odd n: pairs alternate sides
+    return mask
+
+
+def plan_references(scenario: Scenario, data: FederatedData, split: AttackSplit,
                     audit_ids: np.ndarray) -> ReferencePlan:
+    """Every reference's training ids: the target's size (:func:`target_train_size`)
+    drawn without replacement from the reference pool (offline), or its IN half of the
+    audit samples topped up from the pool to that size (online, pairs of complementary
+    halves: every audit sample IN for exactly half of the references).  Reference k draws
+    from its own generator, so adding references never changes the first ones."""
     cfg = scenario.attack.reference
-    r = cfg.models
-    rng = np.random.default_rng([scenario.seed, scenario.attack.seed, 104723])
     audit_ids = np.asarray(audit_ids, dtype=np.int64)
+    pool = np.setdiff1d(split.never_trained, np.union1d(audit_ids, split.population))
+    target = target_train_size(data)
+    online = cfg.mode == "online"
     in_mask = None
-    if cfg.mode == "online":
-        # each audit sample IN for exactly r/2 references, chosen at random per sample
-        ranks = rng.permuted(np.tile(np.arange(r), (len(audit_ids), 1)), axis=1)
-        in_mask = np.zeros((r, len(audit_ids)), dtype=bool)
-        for k in range(r):
-            in_mask[k] = (ranks[:, : r // 2] == k).any(axis=1)
-    pool = split.reference_pool
+    if online:
+        halves = [_pair_halves(scenario, len(audit_ids), j) for j in range(cfg.models // 2)]
+        in_mask = np.stack([m for h in halves for m in (h, ~h)])
     train, seeds = [], []
-    for k in range(r):
-        ids = rng.choice(pool, size=max(1, len(pool) // 2), replace=False)
-        if in_mask is not None:
-            ids = np.concatenate([ids, audit_ids[in_mask[k]]])
-        train.append(np.sort(ids).astype(np.int64))
+    for k in range(cfg.models):
+        rng = np.random.default_rng([scenario.seed, scenario.attack.seed, 104723, k])
+        inside = audit_ids[in_mask[k]] if online else audit_ids[:0]
+        need = max(0, target - len(inside))
+        fill = rng.choice(pool, size=min(need, len(pool)), replace=False)
+        train.append(np.sort(np.concatenate([inside, fill])).astype(np.int64))
         seeds.append(int(np.random.SeedSequence([scenario.seed, 7, k]).generate_state(1)[0]))
-    return ReferencePlan(tuple(train), tuple(seeds), audit_ids, in_mask)
+    sizes = ReferenceSizes(target, int(len(pool)), int(len(audit_ids)),
+                           tuple(int(len(t)) for t in train), online)
+    return ReferencePlan(tuple(train), tuple(seeds), audit_ids, in_mask, sizes)
 
 
-def _average(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dict:
-    """FedAvg of state dicts (Flower's aggregate: sum of w_i / sum(w) * tensor_i)."""
-    total = float(sum(weights))
-    out = {}
-    for k, v in states[0].items():
-        acc = sum(s[k].double() * (w / total) for s, w in zip(states, weights))
-        out[k] = acc.to(v.dtype)
-    return out
+@dataclass(frozen=True)
+class ReferenceJob:
+    """One reference federation to train: its training ids over the target's number of
+    clients by the target's partitioner, and its seed (model initialisation, client
+    sampling, local training, DP noise)."""
+
+    index: int
+    ids: np.ndarray
+    seed: int
+    clients: tuple[np.ndarray, ...]
 
 
-def _clip_update(state: dict[str, torch.Tensor], start: dict[str, torch.Tensor],
-                 clip_norm: float) -> dict[str, torch.Tensor]:
-    """``start + u * min(1, C / ||u||)``, ``u = state - start`` flattened over every tensor
-    (Flower's ``compute_clip_model_update``, which the dp-server / dp-client / clip
-    wrappers apply to each reply)."""
-    u = {k: state[k].double() - start[k].double() for k in state}
-    norm = float(torch.sqrt(sum((v ** 2).sum() for v in u.values())))
-    scale = min(1.0, clip_norm / norm) if norm > 0 else 1.0
-    return {k: (start[k].double() + u[k] * scale).to(state[k].dtype) for k in state}
-
-
-def _add_noise(state: dict[str, torch.Tensor], std: float,
-               gen: np.random.Generator) -> dict[str, torch.Tensor]:
-    """Gaussian noise of ``std`` on every tensor of the aggregate (Flower's central DP
-    wrappers: std = noise_multiplier * clip_norm / sampled clients)."""
-    return {k: (v.double() + torch.from_numpy(gen.normal(0.0, std, tuple(v.shape))))
-            .to(v.dtype) for k, v in state.items()}
-
-
-def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, seed: int,
-                    device: torch.device,
-                    trajectory: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
-    """One reference federation on ``ids`` (see the module docstring); its final state.
-    With ``trajectory``, the global state after each round is appended to it (the r_Qn
-    validation uses these federations as independent runs, experiments/rqn_validation.py).
-    Under dp-server / dp-client / clip each client's update is clipped to ``clip_norm``
-    before the (uniform) mean and, with noise, Gaussian noise of std
-    ``noise_multiplier * clip_norm / sampled`` is added to the mean, as the Flower
-    wrappers do (the noise from a generator seeded by ``seed`` and the round)."""
+def reference_job(scenario: Scenario, data: FederatedData, index: int, ids: np.ndarray,
+                  seed: int) -> ReferenceJob:
+    """``ids`` partitioned like the target's training set (``data.partitioner`` over
+    ``federation.num_clients``, seeded by the reference's seed)."""
     fed, d = scenario.federation, scenario.data
     try:
         clients = partition_ids(ids, data.y[ids], fed.num_clients, d.partitioner, seed,
@@ -174,33 +206,14 @@ def train_reference(scenario: Scenario, data: FederatedData, ids: np.ndarray, se
                                 classes_per_client=d.classes_per_client)
     except ScenarioError as exc:
         raise ScenarioError(f"reference models ({len(ids)} samples each): {exc}") from None
-    defense = get_defense(scenario.defense.kind)
-    dp = defense.local_dp(scenario.defense)
-    model = model_for(scenario.model, data, seed=seed)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    _, sampled = fed.sampled_clients()
-    rng = np.random.default_rng([seed, 31])
-    for rnd in range(1, fed.rounds + 1):
-        chosen = (range(fed.num_clients) if sampled >= fed.num_clients
-                  else np.sort(rng.choice(fed.num_clients, size=sampled, replace=False)))
-        states, weights = [], []
-        for c in chosen:
-            model.load_state_dict(state)
-            res = train_local(model, data.x, data.y, clients[c], scenario.train,
-                              seed=client_seed(seed, rnd, int(c)), device=device, dp=dp)
-            states.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
-            weights.append(1.0 if defense.uniform_weights else float(res.num_examples))
-        if defense.wrapper is not None:
-            clip = float(scenario.defense.options["clip_norm"])
-            states = [_clip_update(s, state, clip) for s in states]
-        state = _average(states, weights)
-        sigma = defense.noise_multiplier(scenario.defense) if defense.wrapper else 0.0
-        if sigma > 0:
-            noise = np.random.default_rng([seed, rnd, 0xD9])
-            state = _add_noise(state, sigma * clip / len(states), noise)
-        if trajectory is not None:
-            trajectory.append({k: v.clone() for k, v in state.items()})
-    return state
+    return ReferenceJob(index, ids, seed, tuple(np.asarray(c, dtype=np.int64) for c in clients))
+
+
+#: trains reference federations: jobs in, (job, final state) out as each finishes, and
+#: ``round_done(round, rounds)`` called after each round of the batch
+#: (:func:`fedaudit.simulation.references.reference_trainer` gives the Flower one)
+ReferenceTrainer = Callable[[Sequence[ReferenceJob], Callable[[int, int], None] | None],
+                            Iterator[tuple[ReferenceJob, dict]]]
 
 
 def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
@@ -210,6 +223,8 @@ def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
         recipe["audit.dp"] = sec["audit.dp"]
     recipe["train"] = {k: v for k, v in sec["train"].items() if k != "device"}
     recipe["scenario_seed"] = scenario.seed
+    # 2: trained through the Flower strategy stack (fedaudit.simulation.references)
+    recipe["reference_training"] = 2
     recipe["fedaudit"] = __version__
     recipe["torch"] = torch.__version__
     recipe["device"] = pick_device(scenario.train.device).type  # CPU and GPU differ
@@ -232,76 +247,147 @@ class References:
     cache_dir: Path
 
     def summary(self) -> dict[str, Any]:
-        """results.json ``references``."""
+        """results.json ``references``: the models, their training sizes against the
+        target's, the split."""
+        z = self.plan.sizes
         return {"models": len(self.states),
                 "mode": "online" if self.plan.in_mask is not None else "offline",
                 "trained": self.trained, "from_cache": self.cached,
                 "train_seconds": self.seconds, "cache_dir": str(self.cache_dir),
-                "train_size": [int(len(i)) for i in self.plan.train_ids],
-                "split": self.split.summary()}
+                "train_size": list(z.per_reference), "target_train_size": z.target,
+                "size_parity": z.parity,
+                "split": {**self.split.summary(), "audit_samples": z.audit,
+                          "reference_pool": z.pool}}
+
+
+def _load(path: Path) -> dict[str, torch.Tensor] | None:
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a damaged cache entry is retrained
+        log.warning("reference cache %s unreadable (%s); retraining", path, exc)
+        return None
 
 
 def load_or_train(scenario: Scenario, data: FederatedData, split: AttackSplit,
-                  audit_ids: np.ndarray, device: torch.device,
+                  audit_ids: np.ndarray, trainer: ReferenceTrainer,
                   step: Callable[[int, int, str], None] | None = None) -> References:
-    """Every reference of the scenario, from the cache when there, else trained and
-    cached (each one as soon as it is trained, so an interrupted run keeps them)."""
-    plan = plan_references(scenario, split, audit_ids)
+    """Every reference of the scenario, from the cache when there, else trained by
+    ``trainer`` (``attack.reference.parallel`` at a time) and cached as each batch
+    finishes, so an interrupted run keeps what it trained.  Refuses (ScenarioError) when
+    the data cannot give the references the target's training size, unless
+    ``attack.reference.allow_smaller``."""
+    cfg = scenario.attack.reference
+    plan = plan_references(scenario, data, split, audit_ids)
+    short = plan.sizes.shortfall()
+    if short and not cfg.allow_smaller:
+        raise ScenarioError(short)
+    z = plan.sizes
+    log.info("reference models: %d %s federations of %s samples each (target: %d) over %d "
+             "clients, from a pool of %d never-trained samples (population %d, audit %d)",
+             len(plan.train_ids), cfg.mode, "/".join(map(str, sorted(set(z.per_reference)))),
+             z.target, scenario.federation.num_clients, z.pool, len(split.population), z.audit)
     root = cache_root() / "references"
-    states, trained, cached, t0 = [], 0, 0, time.perf_counter()
     n = len(plan.train_ids)
-    for k, (ids, seed) in enumerate(zip(plan.train_ids, plan.seeds)):
-        path = root / f"{_cache_key(scenario, ids, seed)}.pt"
-        if step is not None:
-            step(k, n, "cached" if path.is_file() else "training")
-        state = None
-        if path.is_file():
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True)
-                cached += 1
-            except Exception as exc:  # noqa: BLE001 - a damaged cache entry is retrained
-                log.warning("reference cache %s unreadable (%s); retraining", path, exc)
-        if state is None:
-            state = train_reference(scenario, data, ids, seed, device)
+    paths = [root / f"{_cache_key(scenario, ids, seed)}.pt"
+             for ids, seed in zip(plan.train_ids, plan.seeds)]
+    states: list[dict[str, torch.Tensor] | None] = [_load(p) for p in paths]
+    cached = sum(s is not None for s in states)
+    todo = [k for k in range(n) if states[k] is None]
+    t0 = time.perf_counter()
+    done = cached
+    if step is not None:
+        step(done, n, f"{cached} cached" if cached else "training")
+    for b in range(0, len(todo), cfg.parallel):
+        jobs = [reference_job(scenario, data, k, plan.train_ids[k], plan.seeds[k])
+                for k in todo[b: b + cfg.parallel]]
+        batch = (f"{jobs[0].index + 1}-{jobs[-1].index + 1}" if len(jobs) > 1
+                 else f"{jobs[0].index + 1}")
+
+        def round_done(r: int, rounds: int, batch: str = batch) -> None:
+            if step is not None:
+                step(done, n, f"training {batch}: round {r}/{rounds}")
+
+        for job, state in trainer(jobs, round_done):
             bad = [name for name, v in state.items() if v.is_floating_point()
                    and not bool(torch.isfinite(v).all())]
             if bad:
-                raise ScenarioError(f"reference model {k + 1} of {n} diverged (non-finite "
-                                    f"{bad[0]!r}); lower train.lr or the defense's noise")
-            trained += 1
+                raise ScenarioError(f"reference model {job.index + 1} of {n} diverged "
+                                    f"(non-finite {bad[0]!r}); lower train.lr or the "
+                                    "defense's noise")
+            states[job.index] = state
             try:
                 root.mkdir(parents=True, exist_ok=True)
-                atomic_torch_save(state, path)
+                atomic_torch_save(state, paths[job.index])
             except OSError as exc:
                 log.warning("cannot cache reference model under %s: %s", root, exc)
-        states.append(state)
+            done += 1
+            if step is not None:
+                step(done, n, "training")
     if step is not None:
         step(n, n, "done")
     seconds = time.perf_counter() - t0
-    log.info("reference models: %d trained, %d from the cache (%s), %.1f s", trained,
+    log.info("reference models: %d trained, %d from the cache (%s), %.1f s", len(todo),
              cached, root, seconds)
-    return References(states, plan, split, trained, cached, seconds, root)
+    return References([s for s in states if s is not None], plan, split, len(todo), cached,
+                      seconds, root)
+
+
+#: tuning samples of RMIA's ``a = "auto"`` per side (reference 0's members / non-members)
+TUNING_SAMPLES = 1000
+
+
+def tuning_ids(refs: References) -> tuple[np.ndarray, np.ndarray]:
+    """The samples RMIA's ``a`` is tuned on and their membership in every reference
+    (R, T): up to :data:`TUNING_SAMPLES` of reference 0's training samples and as many it
+    never saw (the rest of the reference pool, the population), drawn with a fixed
+    seed.  Reference 0 is the attacked one, the others its references."""
+    plan = refs.plan
+    rng = np.random.default_rng([len(plan.train_ids), 15485863])
+    members = plan.train_ids[0]
+    others = np.setdiff1d(np.union1d(refs.split.population,
+                                     np.setdiff1d(refs.split.never_trained, plan.audit_ids)),
+                          members)
+    pick = [np.sort(rng.choice(v, size=min(TUNING_SAMPLES, len(v)), replace=False))
+            for v in (members, others)]
+    ids = np.concatenate(pick)
+    return ids, np.stack([np.isin(ids, t) for t in plan.train_ids])
 
 
 def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarray,
                       model: torch.nn.Module, device: torch.device, batch_size: int,
-                      quantizer: str | None = None) -> ReferenceSignals:
+                      quantizer: str | None = None, *, augment: str = "none",
+                      tune: bool = False) -> ReferenceSignals:
     """The references' outputs on ``audit_ids`` (in that order) and on the population,
     each reference quantized with ``quantizer`` first when the target is a quantized
-    release.  Probabilities come through :class:`attacks.oracle.Oracle`, the same path as
-    the target's."""
+    release; with ``augment`` also on the augmented views of the audit samples (LiRA's
+    augmented queries), with ``tune`` (offline RMIA, ``a = "auto"``) on the tuning samples
+    of :func:`tuning_ids`.  Probabilities come through :class:`attacks.oracle.Oracle`, the
+    same path as the target's."""
     pos = np.searchsorted(refs.plan.audit_ids, audit_ids)
     ok = pos < len(refs.plan.audit_ids)
     if not (np.all(ok) and np.array_equal(refs.plan.audit_ids[pos], audit_ids)):
         raise ValueError("audit ids differ from those the references were planned for")
     pop = refs.split.population
-    probs, pop_probs = [], []
+    views = augmented_views(data.x[audit_ids], augment) if augment != "none" else []
+    tune = tune and refs.plan.in_mask is None and len(refs.states) > 1
+    t_ids, t_mask = tuning_ids(refs) if tune else (None, None)
+    probs, pop_probs, view_probs, t_probs = [], [], [], []
     for state in refs.states:
         model.load_state_dict(quantize(state, quantizer) if quantizer else state)
         oracle = Oracle(model, batch_size=batch_size, device=device)
         probs.append(oracle.predict_proba(data.x[audit_ids]))
         pop_probs.append(oracle.predict_proba(data.x[pop]) if len(pop)
                          else np.zeros((0, data.num_classes)))
+        view_probs.append([oracle.predict_proba(v) for v in views])
+        if tune:
+            t_probs.append(oracle.predict_proba(data.x[t_ids]))
     mask = None if refs.plan.in_mask is None else refs.plan.in_mask[:, pos]
+    stacked = (np.asarray(view_probs, dtype=np.float64).transpose(1, 0, 2, 3)
+               if views else None)  # (A, R, N, C)
+    tuning = (TuningSignals(np.stack(t_probs).astype(np.float64), data.y[t_ids], t_mask)
+              if tune else None)
     return ReferenceSignals(np.stack(probs).astype(np.float64), mask, data.x[pop],
-                            data.y[pop], np.stack(pop_probs).astype(np.float64))
+                            data.y[pop], np.stack(pop_probs).astype(np.float64),
+                            views=stacked, augment=augment, tuning=tuning)

@@ -63,6 +63,10 @@ def check_scenario(scenario: Scenario) -> Scenario:
     check_resources(scenario)
     data = build_federated_data(scenario)
     check_attack_options(scenario, tuple(data.x.shape[1:]))
+    from fedaudit.audit.stages import check_stage_data
+
+    if msg := check_stage_data(scenario, data):
+        raise ScenarioError(msg)
     try:
         model_for(scenario.model, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:

@@ -236,11 +236,25 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     },
     "attack.reference": {
         "models": _f(int, 4, "reference models for the attacks that use them (lira, rmia): "
-                     "federations trained with the target's recipe on the reference split "
-                     "(at least 2: a Gaussian needs a spread)", min=2, max=1024),
+                     "federations trained with the target's recipe, each on as many samples "
+                     "as the target (at least 2: a Gaussian needs a spread)", min=2, max=1024),
         "mode": _f(str, "offline", "offline: no reference sees an audit sample; online: "
                    "every audit sample is IN for half of the references (needs an even "
                    "number of models)", choices=("offline", "online")),
+        "population": _f(int, 0, "holdout samples set aside as RMIA's population z, never "
+                         "audited nor trained on (0 = half of the holdout split); the rest is "
+                         "the non-member pool", min=0),
+        "allow_smaller": _f(bool, False, "train the references on fewer samples than the "
+                            "target when the data cannot give more (the run then warns); "
+                            "off: such a run refuses before training"),
+        "parallel": _f(int, 4, "reference federations trained at once (their clients' "
+                       "messages go out together; each batch is cached when it finishes)",
+                       min=1),
+        "runtime": _f(str, "auto", "where reference clients train: grid (the run's Flower "
+                      "grid: the Ray actors of `fedaudit run`, with client_resources), "
+                      "driver (in the ServerApp's process, one client after another), auto "
+                      "(grid in simulation, driver when deployed: the auditor's models stay "
+                      "off the participants' SuperNodes)", choices=("auto", "grid", "driver")),
     },
     "faults": {
         "crash_rate": _f(float, 0.0, "probability that a client's training raises (labs, tests)",

@@ -61,10 +61,15 @@ _WORKSPACES: dict[tuple[str, int | None], Workspace] = {}
 _MAX_WORKSPACES = 4
 
 
-def workspace(scenario_text: str, train_seed: int | None) -> Workspace:
-    """The parsed scenario, its data and a model, built once per actor and key."""
+def workspace(scenario_text: str, train_seed: int | None, *,
+              any_seed: bool = False) -> Workspace:
+    """The parsed scenario, its data and a model, built once per actor and key; with
+    ``any_seed`` (a reference federation's client: the weights come with the message) any
+    workspace of the same scenario text."""
     key = (scenario_text, train_seed)
     ws = _WORKSPACES.get(key)
+    if ws is None and any_seed:
+        ws = next((w for (text, _), w in _WORKSPACES.items() if text == scenario_text), None)
     if ws is None:
         scenario = from_toml(scenario_text, "scenario from server")
         data = build_federated_data(scenario)
@@ -78,16 +83,25 @@ def workspace(scenario_text: str, train_seed: int | None) -> Workspace:
 
 def train(msg: Message, context: Context) -> Message:
     config = msg.content[wire.CONFIG]
-    # the training seed differs from the scenario seed only for the extra runs behind r_Qn
-    # ([audit.quantization] seeds, one estimate per run); the data split never changes
+    reference = wire.REFERENCE_IDS in config
+    # the training seed differs from the scenario seed for the extra runs behind r_Qn
+    # ([audit.quantization] seeds, one estimate per run) and for the auditor's reference
+    # federations (whose clients only need the data: the weights come with the message)
     ws = workspace(str(config[wire.SCENARIO]),
-                   int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else None)
+                   int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config and not reference
+                   else None, any_seed=reference)
     scenario, data = ws.scenario, ws.data
-    partition_id = int(context.node_config[wire.PARTITION_ID])
     server_round = int(config[wire.SERVER_ROUND])
-    crash, nan = draw_faults(scenario.faults, server_round, partition_id)
-    if crash:
-        raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
+    nan = False
+    if reference:  # a client of a reference federation: its ids, no faults, no GNQ
+        partition_id = int(config[wire.REFERENCE_CLIENT])
+        ids = np.asarray(config[wire.REFERENCE_IDS], dtype=np.int64)
+    else:
+        partition_id = int(context.node_config[wire.PARTITION_ID])
+        ids = data.clients[partition_id]
+        crash, nan = draw_faults(scenario.faults, server_round, partition_id)
+        if crash:
+            raise InjectedFault(f"[faults] crash of client {partition_id} in round {server_round}")
     train_seed = int(config[wire.TRAIN_SEED]) if wire.TRAIN_SEED in config else scenario.seed
     seed = client_seed(train_seed, server_round, partition_id)
     torch.manual_seed(seed)
@@ -98,9 +112,9 @@ def train(msg: Message, context: Context) -> Message:
     model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)
-    result = train_local(model, data.x, data.y, data.clients[partition_id], scenario.train,
+    result = train_local(model, data.x, data.y, ids, scenario.train,
                          seed=seed, device=pick_device(scenario.train.device),
-                         gnq=gnq if gnq.client else None,
+                         gnq=gnq if gnq.client and not reference else None,
                          dp=defense.local_dp(scenario.defense))
     state = model.cpu().state_dict()
     if nan:

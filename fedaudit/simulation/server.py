@@ -22,6 +22,7 @@ from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
 from fedaudit.rundir.layout import RESULTS_NAME, SCENARIO_NAME
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.simulation.recorder import RunRecorder
+from fedaudit.simulation.references import reference_trainer
 from fedaudit.simulation.strategy_factory import make_strategy
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
@@ -119,7 +120,8 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
     results = assemble_results(scenario, data, recorder, run_dir)
     add_defense_results(results, scenario, recorder, n_extra=len(extra))
     timing = run_audit(scenario, data, recorder.trajectory(), [r.trajectory() for r in extra],
-                       run_dir, results, device, progress)
+                       run_dir, results, device, progress,
+                       reference_trainer=reference_trainer(scenario, data, grid))
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
     if resume:

@@ -23,7 +23,7 @@ def _train_metrics(records: list, weighted_by_key: str):
                          if k not in (wire.PARTITION_ID, wire.UNIT_WEIGHT)})
 
 
-def make_strategy(scenario: Scenario, seed: int | None = None):
+def make_strategy(scenario: Scenario, seed: int | None = None, *, canary_clients: bool = True):
     """The scenario's Flower strategy (by name), federated evaluation off: the auditing
     wrapper evaluates the global model centrally on ``test``.
 
@@ -33,7 +33,8 @@ def make_strategy(scenario: Scenario, seed: int | None = None):
     weights (the ``dp-weight`` metric every client then sends as 1): the noise std
     noise_multiplier * clip_norm / m is calibrated to the uniform mean of m clipped updates.
     With a client-level ``[audit.dp]`` the wrapper is wrapped once more in
-    :class:`strategies.canary_clients.CanaryClientsStrategy` (m counts the canaries).
+    :class:`strategies.canary_clients.CanaryClientsStrategy` (m counts the canaries),
+    unless ``canary_clients`` is false (the auditor's reference federations).
     """
     fed = scenario.federation
     defense = scenario.defense
@@ -43,7 +44,7 @@ def make_strategy(scenario: Scenario, seed: int | None = None):
     weighted = (wire.UNIT_WEIGHT if get_defense(defense.kind).uniform_weights
                 else wire.NUM_EXAMPLES)
     audit = scenario.audit.dp
-    canaries = audit.canaries and audit.level == "client"
+    canaries = canary_clients and audit.canaries and audit.level == "client"
     included = client_inclusion(audit.canaries, scenario.seed) if canaries else None
     k = int(included.sum()) if canaries else 0
     if k:  # the DP wrapper counts the canary clients among the sampled ones

@@ -26,8 +26,9 @@ from fedaudit.scenario import Scenario
 
 if TYPE_CHECKING:
     from fedaudit.audit.context import AuditContext
+    from fedaudit.data import FederatedData
 
-__all__ = ["STAGES", "Stage", "ordered_stages", "register_stage", "resmia_on_global",
+__all__ = ["STAGES", "Stage", "check_stage_data", "ordered_stages", "register_stage", "resmia_on_global",
            "run_stages"]
 
 
@@ -51,6 +52,11 @@ class Stage:
 
     def check(self, scenario: Scenario) -> str | None:
         """What an enabled stage needs of the scenario (a one-line message, or None)."""
+        return None
+
+    def check_data(self, scenario: Scenario, data: "FederatedData") -> str | None:
+        """What an enabled stage needs of the scenario's data, checked before training
+        (``fedaudit run`` and ``fedaudit validate``; a one-line message, or None)."""
         return None
 
     def run(self, ctx: "AuditContext") -> None:
@@ -80,6 +86,14 @@ register_stage = instance_registrar(
 def ordered_stages() -> list[Stage]:
     """Every registered stage in run order."""
     return sorted(STAGES.values(), key=lambda s: s.order)
+
+
+def check_stage_data(scenario: Scenario, data: "FederatedData") -> str | None:
+    """The first enabled stage's objection to ``data`` (one line), or None."""
+    for stage in ordered_stages():
+        if stage.enabled(scenario) and (msg := stage.check_data(scenario, data)):
+            return msg
+    return None
 
 
 def run_stages(ctx: "AuditContext") -> dict[str, float]:

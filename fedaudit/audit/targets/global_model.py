@@ -12,8 +12,13 @@ def reference_signals(ctx, quantizer: str | None = None):
         return None
     from fedaudit.audit.references import reference_signals as signals
 
+    opts = ctx.attack_options
+    methods = ctx.scenario.attack.methods
+    augment = opts.get("lira", {}).get("augment", "none") if "lira" in methods else "none"
+    tune = "rmia" in methods and opts.get("rmia", {}).get("a", "auto") == "auto"
     return lambda ids: signals(ctx.references, ctx.data, ids, ctx.model(), ctx.device,
-                               ctx.scenario.attack.batch_size, quantizer)
+                               ctx.scenario.attack.batch_size, quantizer, augment=augment,
+                               tune=tune)
 
 
 class ReleasedModel(TargetKind):
@@ -40,6 +45,10 @@ class GlobalModel(ReleasedModel):
         ``attack_set``."""
         (res,) = results
         ctx.results["attacks"] = res.pooled
+        rmia = res.pooled.get("rmia", {})
+        if "a" in rmia and "references" in ctx.results:  # the a RMIA used on this model
+            ctx.results["references"]["rmia_a"] = rmia["a"]
+            ctx.results["references"]["rmia_a_tuned"] = rmia["a_tuned"]
         for c, client in enumerate(ctx.results["clients"]):
             s = ctx.sets[c]
             client["attacks"] = res.clients[c]
