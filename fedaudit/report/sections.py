@@ -107,7 +107,24 @@ def section_attack_table(run: RunData) -> str:
                      fmt_g((num(a.get("seconds_per_sample")) or math.nan) * 1e3)])
     return ("<h3>Pooled over clients (global model)</h3>"
             + table(["attack", "AUC", "TPR@1%FPR", "TPR@0.1%FPR", "FPR@80%TPR",
-                      "lowest FPR", "queries/sample", "ms/sample"], rows, "num"))
+                      "lowest FPR", "queries/sample", "ms/sample"], rows, "num")
+            + _references_line(run.results.get("references")))
+
+
+def _references_line(ref: dict | None) -> str:
+    """One line on LiRA's / RMIA's reference models: how many, how trained, their size."""
+    if not ref:
+        return ""
+    sizes = sorted(set(ref.get("train_size") or []))
+    parity = ("the target's size" if ref.get("size_parity")
+              else f"<b>smaller than the target's {ref.get('target_train_size')}</b>")
+    a = ref.get("rmia_a")
+    tuned = "" if a is None else (f"; RMIA's a = {a:.1f}"
+                                  + (" (tuned on the references)" if ref.get("rmia_a_tuned")
+                                     else ""))
+    mode = html.escape(str(ref.get("mode", "")))
+    return (f"<p>Reference models: {ref.get('models')} {mode}, "
+            f"{'/'.join(map(str, sizes))} training samples each ({parity}){tuned}.</p>")
 
 
 def section_gnq_tables(run: RunData) -> str:
