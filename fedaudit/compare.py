@@ -48,9 +48,8 @@ def epsilon_of(results: dict[str, Any]) -> float | None:
 
 
 #: the DP audit's bounds: column -> (results.json ``dp_audit`` key, from its ``global`` view)
-AUDIT_COLUMNS = {"epsilon_lb": ("epsilon_lower_bound", False),
+AUDIT_COLUMNS = {"epsilon_lb": ("epsilon_lower_bound", False), "mu_lb": ("mu_lower_bound", False),
                  "epsilon_lb_gdp": ("epsilon_lower_bound_gdp", False),
-                 "mu_lb": ("mu_lower_bound", False),
                  "epsilon_lb_gdp_global": ("epsilon_lower_bound_gdp", True)}
 
 
@@ -61,14 +60,9 @@ def epsilon_lower_bound_of(results: dict[str, Any]) -> dict[str, float | None]:
     a = results.get("dp_audit")
     if not isinstance(a, dict):
         return {}
-    out = {}
-    for col, (key, on_global) in AUDIT_COLUMNS.items():
-        src = a.get("global") if on_global else a
-        if isinstance(src, dict) and key in src:
-            out[col] = num(src.get(key))
-        elif not on_global:
-            out[col] = None
-    return out
+    views = {False: a, True: a.get("global") if isinstance(a.get("global"), dict) else None}
+    return {col: num(views[g].get(key)) for col, (key, g) in AUDIT_COLUMNS.items()
+            if views[g] is not None and (key in views[g] or not g)}
 
 
 def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
