@@ -58,7 +58,21 @@ def main() -> None:
     ap.add_argument("--only", choices=list(RUNS))
     ap.add_argument("--data", default=str(MNIST))
     ap.add_argument("--out", default="runs/dp-audit-gradient")
+    ap.add_argument("--resume", metavar="RUN_DIR", help="continue the --only run left in "
+                    "RUN_DIR by an interruption (its scenario.toml as it is)")
     args = ap.parse_args()
+    if args.resume:
+        from fedaudit.config.preflight import load_resume
+        from fedaudit.simulation.runner import run as simulate
+
+        t = time.monotonic()
+        simulate(load_resume(args.resume), args.out, resume_dir=args.resume)
+        res = json.loads((Path(args.resume) / "results.json").read_text())
+        print(row(f"{args.only} (resumed; seconds of the resumed part)", res,
+                  time.monotonic() - t), flush=True)
+        for w in res["warnings"]:
+            print("   warning:", w["message"], flush=True)
+        return
     for name, extra in RUNS.items():
         if args.only and name != args.only:
             continue
