@@ -225,6 +225,10 @@ def _summary(results: dict, seconds: float) -> None:
                       f"{claimed if claimed is not None else 'none'}"
                       + (" [bold red]EXCEEDED[/]" if audit.get("exceeds_claimed") else ""),
                       highlight=False)
+        if audit.get("epsilon_lower_bound_gdp") is not None:
+            console.print(f"DP audit, Gaussian DP: mu >= {audit['mu_lower_bound']:.3g}, "
+                          f"epsilon >= {audit['epsilon_lower_bound_gdp']:.3g} (claimed mu: "
+                          f"{audit.get('claimed_mu')})", highlight=False)
     canaries = results.get("canaries") or {}
     if canaries.get("mean_percentile") is not None:
         console.print(f"canaries: {len(canaries['samples'])} injected, mean GNQ percentile "

@@ -47,11 +47,22 @@ def epsilon_of(results: dict[str, Any]) -> float | None:
     return num(d.get("epsilon")) if isinstance(d, dict) else None
 
 
+#: the DP audit's bounds: column -> (results.json ``dp_audit`` key, from its ``global`` view)
+AUDIT_COLUMNS = {"epsilon_lb": ("epsilon_lower_bound", False), "mu_lb": ("mu_lower_bound", False),
+                 "epsilon_lb_gdp": ("epsilon_lower_bound_gdp", False),
+                 "epsilon_lb_gdp_global": ("epsilon_lower_bound_gdp", True)}
+
+
 def epsilon_lower_bound_of(results: dict[str, Any]) -> dict[str, float | None]:
-    """``{"epsilon_lb": ...}``: the one-run DP audit's empirical lower bound
-    (results.json ``dp_audit``), or ``{}`` for a run without the audit."""
+    """The one-run DP audit's empirical lower bounds (results.json ``dp_audit``: Steinke's
+    ``epsilon_lb``, the Gaussian-DP ``epsilon_lb_gdp`` and ``mu_lb``, and the gradient
+    audit's global-model ``epsilon_lb_gdp_global``), or ``{}`` for a run without it."""
     a = results.get("dp_audit")
-    return {"epsilon_lb": num(a.get("epsilon_lower_bound"))} if isinstance(a, dict) else {}
+    if not isinstance(a, dict):
+        return {}
+    views = {False: a, True: a.get("global") if isinstance(a.get("global"), dict) else None}
+    return {col: num(views[g].get(key)) for col, (key, g) in AUDIT_COLUMNS.items()
+            if views[g] is not None and (key in views[g] or not g)}
 
 
 def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
@@ -178,10 +189,12 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN)
             if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
-            and k not in ("error", "epsilon_lb")]
+            and k not in ("error", *AUDIT_COLUMNS)]
     base = [k for k in BASE_COLUMNS if k in keys]
-    if "epsilon_lb" in keys:  # the audit's lower bound beside the claimed epsilon
-        base.insert(base.index("epsilon") + 1 if "epsilon" in base else 0, "epsilon_lb")
+    audit = [k for k in AUDIT_COLUMNS if k in keys]
+    if audit:  # the audit's lower bounds beside the claimed epsilon
+        at = base.index("epsilon") + 1 if "epsilon" in base else 0
+        base[at:at] = audit
     cols = head + base + metric + tail
     if "error" in keys:
         cols.append("error")
@@ -218,6 +231,8 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 
 _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "epsilon_lb": "audit\neps >=",
+            "epsilon_lb_gdp": "audit GDP\neps >=", "mu_lb": "audit\nmu >=",
+            "epsilon_lb_gdp_global": "audit GDP\neps >= (global)",
             "rqn_mean": "mean\nr_Qn", "rqn": "quant\nr_Qn", "insider_best": "insider\nbest AUC",
             "server_best": "server\nbest AUC", UPPER_BOUND_COLUMN: "insider best\nround (bound)"}
 
@@ -232,7 +247,7 @@ def _header(col: str) -> str:
 def _cell(col: str, v: Any) -> str:
     if v is None:
         return "–"
-    if col in ("rqn", "rqn_mean", "epsilon", "epsilon_lb"):
+    if col in ("rqn", "rqn_mean", "epsilon", *AUDIT_COLUMNS):
         return fmt_g(v)
     if isinstance(v, float):
         return fmt(v)
@@ -243,7 +258,7 @@ def _cell(col: str, v: Any) -> str:
 
 def _numeric(col: str) -> bool:
     return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
-                                                     "epsilon", "epsilon_lb",
+                                                     "epsilon", *AUDIT_COLUMNS,
                                                      *POSITION_COLUMNS.values(),
                                                      UPPER_BOUND_COLUMN)
 

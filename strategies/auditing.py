@@ -11,7 +11,9 @@ and adds behaviour around ``aggregate_train``:
 3. scores each client's update u_c = w_c - w_global with server-side GNQ against the
    round's other updates (batch space, docs/algorithms.md section 1);
 4. keeps the previous global model when fewer than ``min_clients`` replies are valid;
-5. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there),
+5. with a ``canary_probe`` (the DP audit's white-box gradient canaries), reads each valid
+   update at its client's canary coordinates -- the server's view the audit scores;
+6. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there),
    with the DP-SGD step counts the replies declare (``dp-steps``, ``dp-sample-rate``),
    from which the per-client epsilon is accounted.
 
@@ -52,6 +54,9 @@ class ClientRound:
     gnq_epochs: np.ndarray | None = None  # local epoch (1-based) of each score
     #: the client's local model as the server received it (only with keep_client_models)
     state: dict | None = None
+    #: the DP audit's gradient canaries of this client: their ids and the update there
+    canary_ids: np.ndarray | None = None
+    canary_values: np.ndarray | None = None
 
 
 @dataclass
@@ -87,13 +92,19 @@ class AuditingStrategy(Strategy):
     keep_client_models : hand each valid reply's model (as received, before the wrapped
         strategy clips or noises anything) to ``on_round`` in ``ClientRound.state`` -- the
         curious server's view (:mod:`fedaudit.audit.targets.client_models`).
+    canary_probe : called with (partition id, the update by state_dict key) for each valid
+        reply; returns (canary ids, values) kept in ``ClientRound.canary_ids`` /
+        ``canary_values`` (:class:`fedaudit.dp_audit.gradient.UpdateProbe`).
     """
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
                  gnq_server: GnqConfig | None = None, min_clients: int = 1,
-                 round_offset: int = 0, keep_client_models: bool = False) -> None:
+                 round_offset: int = 0, keep_client_models: bool = False,
+                 canary_probe: Callable[[int, dict[str, np.ndarray]],
+                                        tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         self.strategy = strategy
+        self.canary_probe = canary_probe
         self.keep_client_models = keep_client_models
         self.round_offset = round_offset
         self.on_round = on_round
@@ -217,6 +228,11 @@ class AuditingStrategy(Strategy):
                         record.gnq_epochs = np.asarray(cfg[wire.GNQ_EPOCHS], dtype=np.int64)
             if self.keep_client_models:
                 record.state = content.array_records[ARRAYS_KEY].to_torch_state_dict()
+            if self.canary_probe is not None and keys:
+                sent = content.array_records[ARRAYS_KEY]
+                record.canary_ids, record.canary_values = self.canary_probe(pid, {
+                    k: sent[k].numpy().astype(np.float64) - self._global[k].numpy()
+                    .astype(np.float64) for k in keys})
             if keys:
                 u = _flat(content.array_records[ARRAYS_KEY], keys) - _flat(self._global, keys)
                 record.update_norm = float(np.linalg.norm(u))

@@ -36,7 +36,7 @@ def test_audit_dp_defaults_and_guess_counts():
     (["audit.dp.canaries=10", "audit.dp.k_plus=0", "audit.dp.k_minus=0"], "at least one guess"),
     (["audit.dp.canaries=10", "audit.dp.level='client'"],
      "audited at the sample level; allowed: 'auto', 'sample'"),
-    (["audit.dp.level='gradient'"], "unknown choice"),
+    (["audit.dp.level='bogus'"], "unknown choice"),
     (["audit.dp.beta=0.0"], "audit.dp.beta"),
     (["audit.dp.canaries=-1"], "audit.dp.canaries"),
 ])

@@ -204,15 +204,19 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
                           "checkpoints of lowest test loss (0 = all)", min=0),
     },
     "audit.dp": {
-        "canaries": _f(int, 0, "DP audit with one run (Steinke et al. 2023): number of "
-                       "canaries, each included with probability 1/2 (0 = off)", min=0),
+        "canaries": _f(int, 0, "DP audit with one run (Steinke et al. 2023; Gaussian DP: "
+                       "Mahloujifar et al. 2025): number of canaries, each included with "
+                       "probability 1/2 (0 = off)", min=0),
         "level": _f(str, "auto", "sample: canary samples (mislabeled holdout samples) in "
-                    "the clients' data; client: canary clients sending a fixed direction "
-                    "at the clipping norm; auto: the defense's level (none / dp-sgd: sample; "
-                    "dp-client / dp-server / clip: client)",
-                    choices=("auto", "sample", "client")),
-        "k_plus": _f(int, -1, "guess 'included' for the k_plus highest-scoring canaries "
-                     "(-1 = canaries // 4)", min=-1),
+                    "the clients' data; gradient (dp-sgd): white-box Dirac gradient "
+                    "canaries of norm clip_norm inside the clients' DP-SGD steps; client: "
+                    "canary clients sending a fixed direction at the clipping norm; auto: "
+                    "the defense's level (none / dp-sgd: sample; dp-client / dp-server / "
+                    "clip: client)",
+                    choices=("auto", "sample", "gradient", "client")),
+        "k_plus": _f(int, -1, "Steinke bound: guess 'included' for the k_plus "
+                     "highest-scoring canaries (-1 = canaries // 4; the Gaussian-DP bound "
+                     "searches its own counts)", min=-1),
         "k_minus": _f(int, -1, "guess 'excluded' for the k_minus lowest-scoring canaries "
                       "(-1 = canaries // 4)", min=-1),
         "beta": _f(float, 0.05, "the lower bound holds with confidence 1 - beta", min=0.0,

@@ -25,11 +25,22 @@ def dp_audit_card(audit: dict) -> tuple[str, str, str]:
                else "" if claimed is not None else "; no epsilon claimed")
     beta = num(audit.get("beta"))
     conf = f"{1 - beta:.0%}" if beta is not None else "?"
+    gdp = ""
+    if audit.get("epsilon_lower_bound_gdp") is not None:
+        g = audit.get("gdp") or {}
+        gdp = (f"; Gaussian DP: mu >= {fmt_g(audit.get('mu_lower_bound'))} (claimed "
+               f"{fmt_g(num(audit.get('claimed_mu')))}), epsilon >= "
+               f"{fmt_g(audit.get('epsilon_lower_bound_gdp'))} ({g.get('correct', '?')} of "
+               f"{g.get('guesses', '?')} searched guesses)")
+        if isinstance(audit.get("global"), dict):
+            gdp += (f"; on the global model: epsilon >= "
+                    f"{fmt_g(audit['global'].get('epsilon_lower_bound'))} (Steinke), "
+                    f"{fmt_g(audit['global'].get('epsilon_lower_bound_gdp'))} (Gaussian DP)")
     return ("empirical lower bound vs claimed epsilon",
             f"{fmt_g(audit.get('epsilon_lower_bound'))} vs {fmt_g(claimed)}",
             f"DP audit ({audit.get('level', '?')} canaries, {audit.get('attack', '?')} "
             f"score): {audit.get('correct', '?')} of {audit.get('guesses', '?')} guesses "
-            f"correct, confidence {conf}{verdict}")
+            f"correct, confidence {conf}{gdp}{verdict}")
 
 
 def section_header(run: RunData) -> str:

@@ -14,6 +14,9 @@
                                ``clients`` attack target)
         scores.npz             every attack score (attack.enabled)
         dp_canaries.npz        the one-run DP audit's canaries (audit.dp.canaries)
+        dp_gradient/round-NNNN.npz
+                               the clients' updates at their gradient canaries' coordinates,
+                               as the server received them (audit.dp.level = "gradient")
         results.json           the summary; its presence marks a finished run
         report.html            the report (unless --no-report)
         run.log                Flower's and fedaudit's log
@@ -25,11 +28,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "GNQ_DIR",
-           "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME", "ROUNDS_NAME",
-           "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path", "checkpoints_dir",
-           "client_model_path", "client_models_round_dir", "gnq_round_path", "rng_path",
-           "rounds_path"]
+__all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "DP_GRADIENT_DIR",
+           "GNQ_DIR", "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME",
+           "ROUNDS_NAME", "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path",
+           "checkpoints_dir", "client_model_path", "client_models_round_dir",
+           "dp_gradient_round_path", "gnq_round_path", "rng_path", "rounds_path"]
 
 RESULTS_NAME = "results.json"
 SCORES_NAME = "scores.npz"
@@ -42,6 +45,7 @@ REPORT_NAME = "report.html"
 CHECKPOINTS_DIR = "checkpoints"
 CLIENT_MODELS_DIR = "client_models"
 DP_CANARIES_NAME = "dp_canaries.npz"
+DP_GRADIENT_DIR = "dp_gradient"
 #: any of these marks a (possibly unfinished) run directory
 RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
 
@@ -78,3 +82,8 @@ def client_models_round_dir(run_dir: Path, round_: int) -> Path:
 def client_model_path(run_dir: Path, round_: int, client: int) -> Path:
     """Client ``client``'s model of ``round_`` as the server received it."""
     return client_models_round_dir(run_dir, round_) / f"client-{client:04d}.pt"
+
+
+def dp_gradient_round_path(run_dir: Path, round_: int) -> Path:
+    """The clients' updates of ``round_`` at their gradient canaries' coordinates."""
+    return Path(run_dir) / DP_GRADIENT_DIR / f"round-{round_:04d}.npz"

@@ -31,6 +31,7 @@ from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.models import model_for
 from fedaudit.scenario import FaultsConfig, Scenario
+from fedaudit.dp_audit.gradient import canaries_for_model
 from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
@@ -112,10 +113,16 @@ def train(msg: Message, context: Context) -> Message:
     model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)
+    audit = scenario.audit.dp
+    canaries = None
+    if audit.canaries and audit.level == "gradient" and not reference:
+        # white-box canaries in this client's DP-SGD (never in the auditor's references)
+        canaries = canaries_for_model(audit.canaries, model, scenario.federation.num_clients,
+                                      scenario.seed)[0].of_client(partition_id)
     result = train_local(model, data.x, data.y, ids, scenario.train,
                          seed=seed, device=pick_device(scenario.train.device),
                          gnq=gnq if gnq.client and not reference else None,
-                         dp=defense.local_dp(scenario.defense))
+                         dp=defense.local_dp(scenario.defense), dp_canaries=canaries)
     state = model.cpu().state_dict()
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v

@@ -17,8 +17,8 @@ from fedaudit.training.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.audit.context import Trajectory
 from fedaudit.rundir import append_jsonl, atomic_save_npz, atomic_torch_save, atomic_write_text
-from fedaudit.rundir.layout import (checkpoint_path, checkpoints_dir, gnq_round_path, rng_path,
-                                    rounds_path)
+from fedaudit.rundir.layout import (checkpoint_path, checkpoints_dir, dp_gradient_round_path,
+                                    gnq_round_path, rng_path, rounds_path)
 from fedaudit.rundir.client_models import drop_unfinished_rounds, save_client_models
 from fedaudit.console.progress import Progress
 from fedaudit.scenario import Scenario
@@ -90,6 +90,7 @@ class RunRecorder:
                           json.dumps(random.getstate()))
         self._save_client_gnq(round_, audit)
         self._save_client_models(round_, audit)
+        self._save_canary_values(round_, audit)
         self.checkpoints.append(path)
         clients = [c.partition_id for c in audit.clients]
         losses = [c.train_loss for c in audit.clients]
@@ -137,6 +138,20 @@ class RunRecorder:
         states = {c.partition_id: c.state for c in audit.clients if c.state is not None}
         if states:
             save_client_models(self.run_dir, round_, states, self.scenario.attack.rounds)
+
+    def _save_canary_values(self, round_: int, audit: RoundAudit) -> None:
+        """The DP audit's server view of the round: each client's update at its gradient
+        canaries' coordinates (``dp_gradient/round-NNNN.npz``: canary, client, value)."""
+        parts = [c for c in audit.clients if c.canary_ids is not None]
+        if not parts:
+            return
+        path = dp_gradient_round_path(self.run_dir, round_)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_save_npz(path,
+                        canary=np.concatenate([c.canary_ids for c in parts]).astype(np.int64),
+                        client=np.concatenate([np.full(len(c.canary_ids), c.partition_id)
+                                               for c in parts]).astype(np.int64),
+                        value=np.concatenate([c.canary_values for c in parts]).astype(np.float64))
 
     def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
         parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]

@@ -15,6 +15,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedaudit.config import ScenarioError, load_scenario, to_toml
 from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
+from fedaudit.dp_audit.gradient import UpdateProbe, canaries_for_model
 from fedaudit.audit import run_audit
 from fedaudit.audit.results import add_defense_results, assemble_results
 from fedaudit.audit.targets import selected_kinds
@@ -55,7 +56,9 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
                                 gnq_server=gnq if gnq.server else None,
                                 min_clients=scenario.federation.min_clients,
                                 round_offset=done,
-                                keep_client_models=not subdir and keeps_client_models(scenario))
+                                keep_client_models=not subdir and keeps_client_models(scenario),
+                                canary_probe=None if subdir else canary_probe(scenario,
+                                                                              recorder.model))
     strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
                    num_rounds=rounds - done,
                    timeout=scenario.federation.timeout,
@@ -66,6 +69,16 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
         recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,
                                  "releases": spent.num_releases, "resumed_from_round": done}
     return recorder
+
+
+def canary_probe(scenario: Scenario, model) -> UpdateProbe | None:
+    """The server's view of the DP audit's gradient canaries (``audit.dp.level =
+    "gradient"``), or None."""
+    audit = scenario.audit.dp
+    if not (audit.canaries and audit.level == "gradient"):
+        return None
+    return UpdateProbe(*canaries_for_model(audit.canaries, model,
+                                           scenario.federation.num_clients, scenario.seed))
 
 
 def keeps_client_models(scenario: Scenario) -> bool:

@@ -55,7 +55,8 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
                 cfg: TrainConfig, *, seed: int, device: torch.device,
                 gnq: GnqConfig | None = None,
                 dp: Mapping[str, Any] | None = None,
-                fuse_grad: bool = False) -> TrainResult:
+                fuse_grad: bool = False,
+                dp_canaries: np.ndarray | None = None) -> TrainResult:
     """Train ``model`` in place on samples ``ids`` for ``cfg.local_epochs`` epochs.
 
     With ``gnq`` (the ``[audit.gnq]`` table) every batch is also scored with in-run ghost
@@ -65,12 +66,15 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     equal up to float rounding, which SGD amplifies over rounds (quickstart: test loss
     0.22940 -> 0.22913), and no faster on CPU (docs/algorithms.md), hence off by default.
     With ``dp`` (``noise_multiplier`` and ``clip_norm``: what the ``dp-sgd`` defense's
-    ``local_dp`` gives) the client trains with DP-SGD instead (:func:`train_local_dpsgd`).
+    ``local_dp`` gives) the client trains with DP-SGD instead (:func:`train_local_dpsgd`),
+    with ``dp_canaries`` its white-box gradient canaries.
     """
     if dp is not None:
         return train_local_dpsgd(model, x, y, ids, cfg, seed=seed, device=device, gnq=gnq,
                                  noise_multiplier=dp["noise_multiplier"],
-                                 clip_norm=dp["clip_norm"])
+                                 clip_norm=dp["clip_norm"], canaries=dp_canaries)
+    if dp_canaries is not None and len(dp_canaries):
+        raise ValueError("gradient canaries need DP-SGD (dp=...)")
     model.to(device).train()
     opt = make_optimizer(model, cfg)
     gen = torch.Generator().manual_seed(seed)
@@ -118,7 +122,8 @@ def _sub_seed(seed: int, stream: int) -> int:
 def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
                       cfg: TrainConfig, *, seed: int, device: torch.device,
                       noise_multiplier: float, clip_norm: float,
-                      gnq: GnqConfig | None = None) -> TrainResult:
+                      gnq: GnqConfig | None = None,
+                      canaries: np.ndarray | None = None) -> TrainResult:
     """Local DP-SGD with Opacus: ``cfg.local_epochs`` passes of Poisson-sampled batches.
 
     ``PrivacyEngine(secure_mode=False).make_private(poisson_sampling=True)`` over a
@@ -137,6 +142,12 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
 
     With ``gnq`` every batch is scored by :func:`dp_clipped_gnq` on the clipped per-sample
     gradients Opacus materialised for the step.
+
+    ``canaries``: coordinates of the concatenated trainable parameters, the client's
+    included white-box gradient canaries (:mod:`fedaudit.dp_audit.gradient`): at every step
+    each is drawn with the loader's Poisson rate q (a third seeded Generator) and a drawn
+    one adds ``clip_norm`` at its coordinate to Opacus' sum of clipped per-sample gradients,
+    before the noise (:func:`_add_gradient_canaries`).
     """
 
     from opacus import PrivacyEngine
@@ -161,6 +172,9 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
             module=model, optimizer=opt, data_loader=loader,
             noise_multiplier=float(noise_multiplier), max_grad_norm=float(clip_norm),
             poisson_sampling=True, noise_generator=noise_gen, loss_reduction="mean")
+    if canaries is not None and len(canaries):
+        _add_gradient_canaries(dp_opt, model, canaries, clip_norm, dp_loader.sample_rate,
+                               torch.Generator().manual_seed(_sub_seed(seed, 3)))
     total, counted, steps = 0.0, 0, 0
     gnq_ids, gnq_scores, gnq_epochs = [], [], []
     try:
@@ -194,6 +208,35 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
         res.gnq_scores = np.concatenate(gnq_scores).astype(np.float64)
         res.gnq_epochs = np.concatenate(gnq_epochs).astype(np.int64)
     return res
+
+
+def _add_gradient_canaries(dp_opt, model: nn.Module, canaries: np.ndarray, clip_norm: float,
+                           rate: float, gen: torch.Generator) -> None:
+    """Make every step of ``dp_opt`` add the drawn canaries' gradients to the clipped sum.
+
+    Opacus' ``pre_step`` runs clip_and_accumulate (``p.summed_grad`` = the sum of the
+    clipped per-sample gradients), then add_noise, then the division by the expected batch
+    size; the instance's clip_and_accumulate is wrapped so that, after it, each canary is
+    drawn with probability ``rate`` and a drawn canary adds ``clip_norm`` at its coordinate
+    -- exactly what one more sample with that clipped gradient would contribute."""
+    from fedaudit.dp_audit.gradient import ParamLayout
+
+    layout = ParamLayout.of(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert [p.numel() for p in params] == list(layout.sizes)
+    where = [(params[p], torch.from_numpy(flat), torch.from_numpy(pos))
+             for p, flat, pos in layout.locate(canaries)]
+    n = len(canaries)
+    clip_and_accumulate = dp_opt.clip_and_accumulate
+
+    def with_canaries() -> None:
+        clip_and_accumulate()
+        drawn = (torch.rand(n, generator=gen) < rate).to(torch.float32) * float(clip_norm)
+        for p, flat, pos in where:
+            p.summed_grad.view(-1).index_add_(0, flat.to(p.device),
+                                              drawn[pos].to(p.device, p.summed_grad.dtype))
+
+    dp_opt.clip_and_accumulate = with_canaries
 
 
 def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float,

@@ -13,6 +13,16 @@ reference ever trained on one and every reference is an OUT model for every cana
 (offline LiRA, also in online mode).  The choice depends on the scenario only, never on the
 scores.
 
+Gradient level (``dp-sgd``, ``audit.dp.level = "gradient"``): the auditor's white-box
+setting -- Dirac gradient canaries inside the clients' DP-SGD steps
+(:mod:`fedaudit.dp_audit.gradient`).  The score of canary j is minus the change of its
+coordinate summed over the updates its client sent, against the other clients' mean
+change of the same coordinate (the server's view, read by the
+auditing strategy as the updates arrive, ``dp_gradient/round-NNNN.npz``): what local
+DP-SGD's guarantee covers.  The same score on the global model (w_T - w_0) is reported
+under ``dp_audit.global``: post-processing of all clients' updates, where the other
+clients' noise dilutes the canary.
+
 Client level (``dp-client`` / ``dp-server`` / ``clip``): the canary clients are planted
 in the server's strategy stack (:mod:`strategies.canary_clients`); the score of canary j
 is <w_T - w_0, u_j> over the model's floating-point entries (w_0 the initial global
@@ -38,16 +48,17 @@ from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
+from fedaudit.dp_audit.gradient import canaries_for_model, global_scores, update_scores
 from fedaudit.models import model_for
 from fedaudit.rundir import atomic_save_npz
-from fedaudit.rundir.layout import DP_CANARIES_NAME
+from fedaudit.rundir.layout import DP_CANARIES_NAME, dp_gradient_round_path
 from fedaudit.scenario import Scenario
 from fedaudit.training import per_sample_losses
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["DpAudit", "add_dp_audit", "canary_scores", "client_audit", "lira_canary_scores",
-           "sample_audit"]
+__all__ = ["DpAudit", "add_dp_audit", "canary_scores", "client_audit", "gradient_audit",
+           "lira_canary_scores", "sample_audit"]
 
 
 
@@ -142,6 +153,43 @@ def sample_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     return summary, arrays
 
 
+def gradient_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch.Tensor],
+                   claimed_epsilon: float | str | None, run_dir: Path
+                   ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the white-box gradient
+    audit: the server's view (the clients' updates at the canaries, every recorded round)
+    on top, the released global model ``state`` against the initial one under ``global``."""
+    cfg = scenario.audit.dp
+    initial = model_for(scenario.model, data, seed=scenario.seed)
+    canaries, layout = canaries_for_model(cfg.canaries, initial, scenario.federation.num_clients,
+                                          scenario.seed)
+    rounds = []
+    for r in range(1, scenario.federation.rounds + 1):
+        path = dp_gradient_round_path(run_dir, r)
+        if path.exists():
+            with np.load(path) as z:
+                rounds.append((z["canary"], z["client"], z["value"]))
+    sent = update_scores(canaries, rounds)
+    start = initial.state_dict()
+    change = {k: (state[k].double() - start[k].double()).numpy() for k in layout.names}
+    released = global_scores(canaries, layout, change)
+    k_plus, k_minus = cfg.guess_counts()
+    from fedaudit.dp_audit.summary import audit_summary  # scipy: not in the clients
+
+    common = dict(k_plus=k_plus, k_minus=k_minus, delta=_delta(scenario), beta=cfg.beta,
+                  claimed_epsilon=claimed_epsilon, level="gradient")
+    summary, guess = audit_summary(sent, canaries.included, attack="update projection", **common)
+    summary["view"] = f"each client's sent updates ({len(rounds)} rounds, the server's view)"
+    glob, guess_global = audit_summary(released, canaries.included,
+                                       attack="global-model projection", **common)
+    summary["global"] = {**glob, "view": "the released global model (post-processing)"}
+    arrays = {"canary": np.arange(canaries.m, dtype=np.int64), "coordinate": canaries.coord,
+              "client": canaries.client, "included": canaries.included.astype(np.int8),
+              "score": sent, "guess": guess, "score_global": released,
+              "guess_global": guess_global}
+    return summary, arrays
+
+
 def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
                  state: dict[str, torch.Tensor], run_dir: Path, device: torch.device,
                  references: list[dict[str, torch.Tensor]] | None = None) -> None:
@@ -151,20 +199,28 @@ def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
     claimed = (results.get("defense") or {}).get("epsilon")
     if scenario.audit.dp.level == "client":
         summary, arrays = client_audit(scenario, data, state, claimed)
+    elif scenario.audit.dp.level == "gradient":
+        summary, arrays = gradient_audit(scenario, data, state, claimed, run_dir)
     else:
         summary, arrays = sample_audit(scenario, data, state, claimed, device, references)
     atomic_save_npz(run_dir / DP_CANARIES_NAME, **arrays)
     results["dp_audit"] = summary
-    log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f at "
-             "confidence %.0f%% (claimed: %s)", summary["correct"], summary["guesses"],
-             summary["canaries"], summary["epsilon_lower_bound"], 100 * (1 - summary["beta"]),
-             claimed)
-    if summary["exceeds_claimed"]:
-        from fedaudit.dp_audit.summary import warning_message
+    log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f "
+             "(Steinke), mu >= %.3f, epsilon >= %.3f (Gaussian DP) at confidence %.0f%% "
+             "(claimed: %s)", summary["correct"], summary["guesses"], summary["canaries"],
+             summary["epsilon_lower_bound"], summary["mu_lower_bound"],
+             summary["epsilon_lower_bound_gdp"], 100 * (1 - summary["beta"]), claimed)
+    from fedaudit.dp_audit.summary import warning_message
 
-        msg = warning_message(summary)
-        log.warning("%s", msg)
-        results["warnings"].append({"round": None, "message": msg})
+    views = [(summary, summary.get("view") if "global" in summary else None)]
+    if "global" in summary:
+        views.append((summary["global"], summary["global"]["view"]))
+    for s, view in views:
+        if s["exceeds_claimed"]:
+            msg = warning_message(s, view)
+            log.warning("%s", msg)
+            results["warnings"].append({"round": None, "message": msg})
+    summary["exceeds_claimed"] = any(s["exceeds_claimed"] for s, _ in views)
 
 
 @register_stage
@@ -191,14 +247,22 @@ class DpAudit(Stage):
         if k_plus + k_minus == 0:
             return "audit.dp.k_plus = audit.dp.k_minus = 0: the audit needs at least one guess"
         kind = scenario.defense.kind
-        level = DEFENSES.get(kind).dp_audit
+        defense = DEFENSES.get(kind)
+        level = defense.dp_audit
         if level is None:
             allowed = [k for k in DEFENSES.names() if DEFENSES.get(k).dp_audit]
             return (f"audit.dp.canaries = {a.canaries}: defense.kind = {kind!r} has no DP "
                     "audit; allowed: " + ", ".join(allowed))
-        if a.level != level:
+        dpsgd = defense.local_dp(scenario.defense) is not None
+        if a.level == "gradient" and not dpsgd:
+            allowed = [k for k in DEFENSES.names()
+                       if DEFENSES.get(k).local_dp(scenario.defense) is not None]
+            return (f"audit.dp.level = 'gradient': defense.kind = {kind!r} trains without "
+                    "DP-SGD, which the gradient canaries live in; allowed: " + ", ".join(allowed))
+        if a.level != level and not (a.level == "gradient" and dpsgd):
             return (f"audit.dp.level = {a.level!r}: defense.kind = {kind!r} is audited at the "
-                    f"{level} level; allowed: 'auto', {level!r}")
+                    f"{level} level; allowed: 'auto', {level!r}"
+                    + (", 'gradient'" if dpsgd else ""))
         return None
 
     def run(self, ctx: AuditContext) -> None:
