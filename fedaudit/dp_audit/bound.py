@@ -34,13 +34,18 @@ from scipy.stats import binom
 __all__ = ["audit_p_value", "epsilon_lower_bound"]
 
 
-def _check(m: int, r: int, v: int, delta: float) -> None:
-    for name, val in (("m", m), ("r", r), ("v", v)):
+def check_counts(m: int, r: int, v: int, guesses: str = "r") -> None:
+    """Canaries ``m``, guesses ``r`` and correct guesses ``v``: integers, 0 <= v <= r <= m."""
+    for name, val in (("m", m), (guesses, r), ("v", v)):
         if int(val) != val or val < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {val!r}")
     if not v <= r <= m:
-        raise ValueError(f"need 0 <= v <= r <= m (correct <= guesses <= canaries), got "
-                         f"v={v}, r={r}, m={m}")
+        raise ValueError(f"need 0 <= v <= {guesses} <= m (correct <= guesses <= canaries), "
+                         f"got v={v}, {guesses}={r}, m={m}")
+
+
+def _check(m: int, r: int, v: int, delta: float) -> None:
+    check_counts(m, r, v)
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must be in [0, 1], got {delta!r}")
 

@@ -46,7 +46,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from fedaudit.dp_audit.bound import epsilon_lower_bound
+from fedaudit.dp_audit.bound import check_counts, epsilon_lower_bound
 from fedaudit.dp_audit.canaries import correct_guesses, guesses
 
 __all__ = ["GuessSearch", "fdp_rejects", "gdp_delta", "gdp_epsilon", "gdp_mu",
@@ -57,12 +57,7 @@ _FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4)
 
 
 def _check(m: int, k: int, v: int, tau: float) -> None:
-    for name, val in (("m", m), ("k", k), ("v", v)):
-        if int(val) != val or val < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {val!r}")
-    if not v <= k <= m:
-        raise ValueError(f"need 0 <= v <= k <= m (correct <= guesses <= canaries), got "
-                         f"v={v}, k={k}, m={m}")
+    check_counts(m, k, v, guesses="k")
     if not 0.0 < tau < 1.0:
         raise ValueError(f"beta must be in (0, 1), got {tau!r}")
 
