@@ -15,7 +15,14 @@ __all__ = ["LabCheckError", "Todo", "todo", "is_todo", "require"]
 
 
 class LabCheckError(AssertionError):
-    """A check failed; the message says what to look at."""
+    """A check failed; the message says what to look at.
+
+    In a notebook IPython shows it as its message alone (``_render_traceback_``, the hook
+    IPython gives exceptions that render themselves): the frames of the check's own code
+    would only bury the message a student must read."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclass(frozen=True)

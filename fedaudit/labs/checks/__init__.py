@@ -17,7 +17,10 @@ an independent computation.  Tolerances:
   exactly).
 
 A check returns None and prints one line starting with "ok" when it passes, and raises
-:class:`~fedaudit.labs.todo.LabCheckError` with the reason otherwise.
+:class:`~fedaudit.labs.todo.LabCheckError` with the reason otherwise.  A failure never
+states the value the student should have found (that would be the answer): it names the
+concept, the direction (:func:`direction`), or a hand-computed toy case instead; toy cases
+are built so that each mistake a task's text warns about gives a different, named result.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ AUC_TOL = 2e-3
 EXACT_REL = 1e-9
 
 __all__ = ["AUC_TOL", "EXACT_REL", "SCORE_TOL", "as_array", "as_number", "call", "close",
-           "fail", "ok", "orientation_hint", "same_values"]
+           "direction", "fail", "ok", "orientation_hint", "same_values"]
 
 
 def ok(task: str, message: str) -> None:
@@ -50,9 +53,15 @@ def close(a: float, b: float, tol: float) -> bool:
     return math.isfinite(a) and abs(a - b) <= tol
 
 
+def direction(got: float, want: float) -> str:
+    """Where ``got`` lies from the right value, without the value: "too high" / "too low"."""
+    return "too high" if got > want else "too low"
+
+
 def as_array(task: str, value: Any, name: str, shape: Sequence[int] | None = None,
-             dtype_kind: str = "biuf") -> np.ndarray:
-    """``value`` as a numpy array of the expected shape, or a clear failure."""
+             dtype_kind: str = "biuf", finite: bool = True) -> np.ndarray:
+    """``value`` as a numpy array of the expected shape, or a clear failure (also for a
+    NaN or infinite value unless ``finite`` is False: the caller reports it itself)."""
     require(value, task)
     try:
         arr = np.asarray(value)
@@ -62,7 +71,7 @@ def as_array(task: str, value: Any, name: str, shape: Sequence[int] | None = Non
         fail(task, f"{name} must hold numbers, got dtype {arr.dtype}")
     if shape is not None and tuple(arr.shape) != tuple(shape):
         fail(task, f"{name} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+    if finite and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         fail(task, f"{name} holds NaN or infinite values (a log of 0? clip probabilities)")
     return arr
 
@@ -98,8 +107,9 @@ def same_values(task: str, got: np.ndarray, want: np.ndarray, name: str, tol: fl
     bad = np.flatnonzero(~(np.abs(got.astype(np.float64) - want) <= tol))
     if bad.size:
         i = int(bad[0])
-        fail(task, f"{name}[{i}] is {got.flat[i]:.6g}, expected {want.flat[i]:.6g} "
-                   f"({bad.size} of {want.size} differ)" + (f"; {hint}" if hint else ""))
+        g = float(got.flat[i])
+        fail(task, f"{name}[{i}] is {g:.6g}, {direction(g, float(want.flat[i]))} "
+                   f"({bad.size} of {want.size} values differ)" + (f"; {hint}" if hint else ""))
 
 
 def per_run(task: str, value: Any, runs: dict, name: str) -> dict:

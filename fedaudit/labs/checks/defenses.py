@@ -8,10 +8,14 @@ import math
 import numpy as np
 from scipy.stats import spearmanr
 
-from fedaudit.labs.checks import AUC_TOL, EXACT_REL, as_number, call, close, fail, ok, per_run
+from fedaudit.labs.checks import (AUC_TOL, EXACT_REL, as_number, call, close, direction, fail,
+                                  ok, per_run)
 from fedaudit.labs.todo import require
 
 _KEYS = ("epsilon", "accuracy", "auc", "tpr_at_1pct_fpr")
+_WHERE = {"epsilon": "['defense']['epsilon']", "accuracy": "['model']['test_accuracy']",
+          "auc": "['attacks']['loss']['auc']",
+          "tpr_at_1pct_fpr": "['attacks']['loss']['tpr_at_1pct_fpr']"}
 
 
 def _epsilon(results: dict) -> float:
@@ -49,7 +53,8 @@ def summary_rows(rows: dict, runs: dict) -> None:
                 continue
             # copied from results.json: float64 exactly
             if not close(value, want[key], EXACT_REL * max(1.0, abs(want[key]))):
-                fail(task, f"{name}: {key} is {value!r}, results.json gives {want[key]!r}")
+                fail(task, f"{name}: {key} {value!r} is {direction(value, want[key])}: copy "
+                           f"it from this run's results.json ({_WHERE[key]})")
     ok(task, f"{len(rows)} runs summarised")
 
 
@@ -65,7 +70,7 @@ def dp_bound(fn) -> None:
         if not close(got, want, 1e-12):
             hint = (" -- a TPR can never exceed 1" if got > 1 else "")
             fail(task, f"bound(epsilon={eps}, delta={delta}, fpr={fpr}) is {got:.6g}, "
-                       f"expected {want:.6g}: TPR <= e^epsilon * FPR + delta{hint}")
+                       f"{direction(got, want)}: TPR <= e^epsilon * FPR + delta{hint}")
     ok(task, "TPR <= min(1, e^epsilon FPR + delta)")
 
 
@@ -75,7 +80,8 @@ def meaningful_epsilon(value, delta: float) -> None:
     got = as_number(task, value, "eps_star")
     want = math.log((0.5 - delta) / 0.01)
     if not close(got, want, 1e-9):
-        fail(task, f"you get {got:.4f}, expected {want:.4f}: solve e^eps * 0.01 + delta = 0.5")
+        fail(task, f"your epsilon {got:.4f} is {direction(got, want)}: solve "
+                   "e^eps * 0.01 + delta = 0.5 for eps (a natural log)")
     ok(task, f"epsilon <= {want:.2f} keeps every attack's TPR at 1% FPR <= 0.5")
 
 
@@ -93,15 +99,17 @@ def quantization_table(table, results: dict) -> None:
                        f"{e['quantizer']!r} first in this row, got {row!r}")
         rqn = math.inf if e["rqn"] == "inf" else e["rqn"]
         if not (row[1] == rqn or close(float(row[1]), rqn, EXACT_REL * max(1, abs(rqn)))):
-            fail(task, f"{e['quantizer']}: r_Qn {row[1]!r}, results.json {e['rqn']!r} "
-                       "(use math.inf for 'inf')")
+            fail(task, f"{e['quantizer']}: r_Qn {row[1]!r} is not this quantizer's rqn in "
+                       "results.json (use math.inf for 'inf')")
         if not close(float(row[2]), e["attacks"]["loss"]["auc"], AUC_TOL):
-            fail(task, f"{e['quantizer']}: AUC {row[2]!r}, results.json "
-                       f"{e['attacks']['loss']['auc']!r}")
+            fail(task, f"{e['quantizer']}: AUC {row[2]!r} is "
+                       f"{direction(float(row[2]), e['attacks']['loss']['auc'])}: take the "
+                       "quantized release's ['attacks']['loss']['auc']")
     want = spearmanr([r[1] for r in rows], [r[2] for r in rows]).statistic
     got = as_number(task, rho, "rho")
     if not (np.isnan(want) or close(got, float(want), 1e-9)):
-        fail(task, f"Spearman(r_Qn, AUC) is {float(want):.4f}, you give {got:.4f}")
+        fail(task, f"your Spearman(r_Qn, AUC) {got:.4f} is {direction(got, float(want))}: "
+                   "scipy.stats.spearmanr over your rows' r_Qn and AUC")
     stored = results.get("rqn_vs_attack", {}).get("loss", {}).get("spearman")
     ok(task, f"Spearman(r_Qn, AUC) = {got:.2f} over {len(rows)} quantizers "
              f"(results.json rqn_vs_attack: {stored})")

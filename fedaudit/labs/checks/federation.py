@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedaudit.labs.checks import as_array, as_number, call, close, fail, ok, same_values
+from fedaudit.labs.checks import (as_array, as_number, call, close, direction, fail, ok,
+                                  same_values)
 
 
 def label_histograms(fn, labels: np.ndarray, clients, num_classes: int,
@@ -58,7 +59,9 @@ def label_skew(fn, iid_hist: np.ndarray, dirichlet_hist: np.ndarray) -> None:
         want = _skew(np.asarray(hist, dtype=np.float64))
         # float64 sums of at most a few hundred terms: 1e-12 is ~1e4 ulps of margin
         if not close(got, want, 1e-12):
-            fail(task, f"label_skew of the {name} partition is {got:.6g}, expected {want:.6g}")
+            fail(task, f"label_skew of the {name} partition is {got:.6g}, "
+                       f"{direction(got, want)}; it passed the toy case: do all rows have "
+                       "the same total (normalise each client's row by ITS size)?")
     ok(task, f"skew iid {_skew(np.asarray(iid_hist, float)):.3f}, "
              f"dirichlet {_skew(np.asarray(dirichlet_hist, float)):.3f}")
 
@@ -77,7 +80,7 @@ def client_accuracy(fn, oracle, data) -> None:
         fail(task, f"you return the error rate {got:.3f}; accuracy is the fraction correct")
     # the same argmax over the same float64 probabilities: identical predictions
     if not close(got, want, 1e-12):
-        fail(task, f"accuracy on the test split: yours {got:.4f}, expected {want:.4f}; "
+        fail(task, f"accuracy on the test split: yours {got:.4f} is {direction(got, want)}; "
                    "compare predict_proba(x).argmax(axis=1) with y")
     ok(task, f"test accuracy {want:.3f}")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import percentileofscore, spearmanr
 
-from fedaudit.labs.checks import as_array, as_number, call, close, fail, ok, same_values
+from fedaudit.labs.checks import (as_array, as_number, call, close, direction, fail, ok,
+                                  same_values)
 from fedaudit.labs.todo import require
 
 
@@ -47,9 +48,9 @@ def canary_percentiles(values, results: dict) -> None:
         got = as_number(task, p, f"percentile of {sid}")
         # percentileofscore over the same numbers: exact up to float64 rounding
         if not close(got, want[int(sid)], 1e-9):
-            fail(task, f"canary {sid}: your percentile {got:.2f}, results.json says "
-                       f"{want[int(sid)]:.2f}; rank it among ITS client's samples with "
-                       "scipy.stats.percentileofscore(means, m, kind='weak')")
+            fail(task, f"canary {sid}: your percentile {got:.2f} is "
+                       f"{direction(got, want[int(sid)])}; rank it among ITS client's "
+                       "samples with scipy.stats.percentileofscore(means, m, kind='weak')")
     ok(task, "canaries' percentiles " + ", ".join(f"{v:.0f}" for v in values.values())
        + f" (mean {results['canaries']['mean_percentile']:.1f})")
 
@@ -64,8 +65,9 @@ def top_k_hits(hits, gnq: dict, client: int, k: int) -> None:
     top = ids[np.argsort(-means, kind="stable")[:k]]
     want = int(np.isin(top, canary_ids).sum())
     if got != want:
-        fail(task, f"you count {got:g}, expected {want}: sort client {client}'s samples by "
-                   f"mean GNQ, descending, take the first {k}, count the canaries among them")
+        fail(task, f"your count {got:g} is {direction(got, want)}: sort client {client}'s "
+                   f"samples by mean GNQ, DESCENDING (the most unique first), take the first "
+                   f"{k}, count the canaries among them")
     ok(task, f"{want} of the {len(canary_ids)} canaries are in client {client}'s top {k} by GNQ"
        f" (a random pick of {k} of {len(ids)} would find {k * len(canary_ids) / len(ids):.2f})")
 
@@ -81,7 +83,9 @@ def gnq_vs_attack(rho, gnq: dict, scores) -> None:
     has = np.isin(sid, ids)
     want = float(spearmanr(means[np.searchsorted(ids, sid[has])], sc[has]).statistic)
     if not close(got, want, 1e-9):
-        fail(task, f"your rho is {got:.4f}, expected {want:.4f}: the members' rows of "
+        hint = (" (its sign is reversed: is one of your two columns negated?)"
+                if close(got, -want, 1e-9) else "")
+        fail(task, f"your rho {got:.4f} is {direction(got, want)}{hint}: the members' rows of "
                    "scores (target 'global', method 'loss', member 1), each matched to its "
                    "mean GNQ by sample_id, then scipy.stats.spearmanr")
     ok(task, f"Spearman(mean GNQ, LOSS score) over {int(has.sum())} members = {want:.3f}")

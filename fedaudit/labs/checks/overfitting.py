@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
-from fedaudit.labs.checks import (AUC_TOL, as_array, as_number, call, close, fail, ok,
-                                  per_run, same_values)
+from fedaudit.labs.checks import (AUC_TOL, as_array, as_number, call, close, direction, fail,
+                                  ok, per_run, same_values)
 
 
 def _acc(oracle, data, ids) -> float:
@@ -23,7 +23,7 @@ def generalisation_gap(fn, oracle, data) -> None:
         fail(task, f"your gap is {got:.3f}: the sign is reversed (training minus test)")
     # the same argmax counts: the difference of two exact fractions in float64
     if not close(got, want, 1e-12):
-        fail(task, f"client 0: your gap is {got:.4f}, expected {want:.4f} (accuracy on "
+        fail(task, f"client 0: your gap {got:.4f} is {direction(got, want)} (accuracy on "
                    "data.x[ids] minus accuracy on data.x[data.test])")
     ok(task, f"client 0's gap {want:.3f}")
 
@@ -44,7 +44,7 @@ def correlations(gaps, rho_gap, rho_size, oracle, data, results: dict) -> None:
         ref = float(spearmanr(x, auc).statistic)
         # rank correlation of the same numbers: exact up to float64 rounding
         if not close(value, ref, 1e-9):
-            fail(task, f"{name} is {value:.4f}, expected {ref:.4f}: "
+            fail(task, f"{name} {value:.4f} is {direction(value, ref)}: "
                        "scipy.stats.spearmanr(x, per-client LOSS AUC).statistic with the AUCs "
                        "from results['clients'][c]['attacks']['loss']['auc']")
     ok(task, f"Spearman(gap, AUC) = {float(spearmanr(want, auc).statistic):.2f}, "
@@ -66,10 +66,11 @@ def epochs_effect(table: dict, runs: dict) -> None:
         auc, gap = as_number(task, entry[0], "auc"), as_number(task, entry[1], "gap")
         want_auc = r.results["attacks"]["loss"]["auc"]
         if not close(auc, want_auc, AUC_TOL):
-            fail(task, f"{name}: AUC {auc:.4f}, results.json says {want_auc:.4f}")
+            fail(task, f"{name}: AUC {auc:.4f} is {direction(auc, want_auc)}: take "
+                       "runs[name].results['attacks']['loss']['auc']")
         t = load_target(r)
         want_gap = _acc(t.oracle, t.data, t.data.train) - _acc(t.oracle, t.data, t.data.test)
         if not close(gap, want_gap, 1e-12):
-            fail(task, f"{name}: gap {gap:.4f}, expected {want_gap:.4f} (accuracy on "
+            fail(task, f"{name}: gap {gap:.4f} is {direction(gap, want_gap)} (accuracy on "
                        "data.train minus accuracy on data.test)")
     ok(task, "; ".join(f"{k}: AUC {v[0]:.3f}, gap {v[1]:.3f}" for k, v in table.items()))

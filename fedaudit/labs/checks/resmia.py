@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedaudit.labs.checks import (AUC_TOL, SCORE_TOL, as_array, as_number, call, close, fail,
-                                  ok, orientation_hint, same_values)
+from fedaudit.labs.checks import (AUC_TOL, SCORE_TOL, as_array, as_number, call, close,
+                                  direction, fail, ok, orientation_hint, same_values)
 
 
 def erosion(fn) -> None:
@@ -71,14 +71,15 @@ def ablations(table: dict, oracle, x: np.ndarray, member: np.ndarray, results: d
         if auc < 0.5 and close(1 - auc, want, AUC_TOL):
             fail(task, f"{key}: " + orientation_hint(auc))
         if not close(auc, want, AUC_TOL):
-            fail(task, f"{key}: your AUC {auc:.4f}, expected {want:.4f}")
+            fail(task, f"{key}: your AUC {auc:.4f} is {direction(auc, want)}: Res-MIA's "
+                       "scores with exactly these sizes and this upsampling, on target.x")
     default = table.get(((4, 2, 1), "nearest"))
     if default is None:
         fail(task, "include the default setting, key ((4, 2, 1), 'nearest')")
     theirs = results["attacks"]["resmia"]["auc"]
     if not close(float(default), theirs, AUC_TOL):
-        fail(task, f"the default setting gives {default:.4f} but fedaudit's Res-MIA AUC is "
-                   f"{theirs:.4f}; score target.x with the final model")
+        fail(task, f"the default setting's AUC {default:.4f} is {direction(default, theirs)} "
+                   "for fedaudit's Res-MIA; score target.x with the final model")
     best = max(table, key=table.get)
     ok(task, f"{len(table)} settings; best {best} with AUC {table[best]:.3f} "
              f"(LOSS: {results['attacks']['loss']['auc']:.3f})")
