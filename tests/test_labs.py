@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,13 +108,14 @@ def test_a_todo_fails_its_check_with_the_todo_message():
                                             r"still has a TODO \(loss_scores"):
         loss_attack.loss_scores(unfinished)
     with pytest.raises(LabCheckError, match="not done yet"):
-        loss_attack.matches_fedaudit(todo("auc"), {"attacks": {"loss": {"auc": 0.6}}})
+        loss_attack.matches_fedaudit(todo("auc"), _loss_results(), 0.0)
 
 
 def test_loss_check_accepts_the_right_score_and_explains_wrong_ones():
     from fedaudit.labs.checks import loss_attack
 
-    loss_attack.loss_scores(lambda p, y: np.log(p[np.arange(len(y)), y]))
+    loss_attack.loss_scores(lambda p, y: np.log(np.maximum(p[np.arange(len(y)), y], 1e-30)))
+    loss_attack.loss_scores(lambda p, y: np.log(np.clip(p, 1e-12, 1.0))[np.arange(len(y)), y])
     with pytest.raises(LabCheckError, match="higher for members"):
         loss_attack.loss_scores(lambda p, y: -np.log(p[np.arange(len(y)), y]))
     with pytest.raises(LabCheckError, match="confidence attack"):
@@ -132,7 +135,215 @@ def test_roc_check_catches_a_reversed_orientation():
     with pytest.raises(LabCheckError, match="higher means member"):
         loss_attack.roc_summary(lambda s, m: (roc_auc_score(m, -s), 0.0), scores, member)
     with pytest.raises(LabCheckError, match="AUC is 0.41: is your score oriented"):
-        loss_attack.matches_fedaudit(0.41, {"attacks": {"loss": {"auc": 0.59}}})
+        loss_attack.matches_fedaudit(0.41, _loss_results(0.59), 0.0)
+
+
+# ---- each mistake a task warns about, fed to its check ----------------------------------------
+#
+# One row per mistake: the check, what the student got wrong, the student's code (or value),
+# and a pattern the failure must match (it names the concept).  experiments/lab_check_messages.py
+# prints these rows' messages as the table of docs/validation.md section 11.
+
+_AR4 = np.arange(4)
+
+
+def _py(p, y):
+    return p[np.arange(len(y)), y]
+
+
+def _roc_with(tpr_rule):
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    def roc_summary(s, m):
+        fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
+        return float(roc_auc_score(m, s)), float(tpr_rule(fpr, tpr))
+    return roc_summary
+
+
+def _toy_roc():
+    rng = np.random.default_rng(0)
+    member = rng.integers(0, 2, 400)
+    return member + rng.normal(0, 1.0, 400), member
+
+
+def _loss_results(auc=0.6, tpr=0.0, members=250, nonmembers=200):
+    return {"attacks": {"loss": {"auc": auc, "tpr_at_1pct_fpr": tpr,
+                                 "min_fpr_resolution": 1.0 / nonmembers}},
+            "clients": [{"attack_set": {"members": members}}]}
+
+
+def _server_results():
+    """Two clients, three attacked rounds; client 1's LOSS AUC rises round by round."""
+    def rounds(aucs):
+        return {str(r): {"loss": {"auc": a}} for r, a in enumerate(aucs, start=1)}
+    return {
+        "server_view": {"clients": [{"client": 0, "rounds": rounds([0.52, 0.58, 0.63])},
+                                    {"client": 1, "rounds": rounds([0.55, 0.62, 0.70])}],
+                        "pooled": {"loss": {"auc": 0.66, "tpr_at_1pct_fpr": 0.02},
+                                   "fedmia": {"auc": 0.64, "tpr_at_1pct_fpr": 0.10}}},
+        "clients": [{"attacks": {"loss": {"auc": 0.57}}, "attack_set": {"members": 50}},
+                    {"attacks": {"loss": {"auc": 0.59}}, "attack_set": {"members": 50}}],
+    }
+
+
+def _gnq_toy():
+    """Client 0: ten samples, scored twice; the two canaries (ids 3 and 7) have the highest
+    mean GNQ, sample 9 the lowest."""
+    ids = np.tile(np.arange(10), 2)
+    score = np.r_[np.arange(10.0), np.arange(10.0)] / 10
+    score[ids == 3] += 5
+    score[ids == 7] += 4
+    return {"sample_id": ids, "score": score, "client": np.zeros(20, int),
+            "canary": np.isin(ids, [3, 7])}
+
+
+def _strict_fpr_at_80(scores, member):
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(member, scores, drop_intermediate=False)
+    return float(fpr[tpr > 0.8].min())
+
+
+def _grade(auc, tpr):
+    from fedaudit.labs.leaderboard import LeaderboardLine, chance, null_auc_sd
+
+    return LeaderboardLine("s", auc, tpr, 0.0, 1000, 2500, 0.0, 1.0, chance(1000, 2500),
+                           null_auc_sd(1000, 2500))
+
+
+def _mistakes():
+    from fedaudit.labs.checks import challenge, gnq, loss_attack, server
+
+    toy_s, toy_m = _toy_roc()
+    # 8 members on top (TPR 0.8 at FPR 0), a non-member, 2 members, 10 non-members
+    exact80 = (np.r_[np.arange(10.0, 2.0, -1), 2.5, 2.0, 1.5, -np.arange(1.0, 11.0)],
+               np.r_[np.ones(8, int), 0, 1, 1, np.zeros(10, int)])
+    sv = _server_results()
+    g = _gnq_toy()
+    loss_rows = {"target": np.array(["global"] * 6), "method": np.array(["loss"] * 6),
+                 "member": np.ones(6, int), "sample_id": np.arange(6),
+                 "score": np.array([1.0, 2.0, 3.0, 5.0, 4.0, 6.0])}
+    gnq6 = {"sample_id": np.arange(6), "score": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])}
+    return [
+        ("2.1", "returns the loss, not -loss",
+         lambda: loss_attack.loss_scores(lambda p, y: -np.log(np.maximum(_py(p, y), 1e-30))),
+         "higher for members"),
+        ("2.1", "returns p_y (the confidence)",
+         lambda: loss_attack.loss_scores(lambda p, y: _py(p, y)), "confidence attack"),
+        ("2.1", "log of the largest probability, not of the true label's",
+         lambda: loss_attack.loss_scores(lambda p, y: np.log(np.maximum(p.max(axis=1), 1e-30))),
+         "TRUE label"),
+        ("2.1", "no log guard (p_y = 0 gives log 0)",
+         lambda: loss_attack.loss_scores(lambda p, y: np.log(_py(p, y))), "guard the log"),
+        ("2.2", "interpolates: np.interp(0.01, fpr, tpr)",
+         lambda: loss_attack.roc_summary(_roc_with(lambda f, t: np.interp(0.01, f, t)),
+                                         toy_s, toy_m), "interpolat"),
+        ("2.2", "strict fpr < 0.01",
+         lambda: loss_attack.roc_summary(_roc_with(lambda f, t: t[f < 0.01].max()),
+                                         toy_s, toy_m), r"fpr <= 0\.01, not fpr < 0\.01"),
+        ("2.2", "off by one: tpr[np.searchsorted(fpr, 0.01)]",
+         lambda: loss_attack.roc_summary(_roc_with(lambda f, t: t[np.searchsorted(f, 0.01)]),
+                                         toy_s, toy_m), "off-by-one"),
+        ("2.2", "reversed score",
+         lambda: loss_attack.roc_summary(lambda s, m: _roc_with(
+             lambda f, t: t[f <= 0.01].max())(-s, m), toy_s, toy_m), "higher means member"),
+        ("2.3", "AUC of a reversed score",
+         lambda: loss_attack.matches_fedaudit(0.41, _loss_results(0.59), 0.0),
+         "higher means member"),
+        ("2.3", "my_tpr wrong (0.05 where fedaudit has 0.0)",
+         lambda: loss_attack.matches_fedaudit(0.6, _loss_results(), 0.05),
+         "TPR at 1% FPR is too high"),
+        ("2.4", "strict tpr > 0.8",
+         lambda: loss_attack.false_accusations(_strict_fpr_at_80(*exact80) * 10_000,
+                                               *exact80, 10_000), r"tpr >= 0\.8, not tpr > 0\.8"),
+        ("2.4", "a wrong count", lambda: loss_attack.false_accusations(
+            1234.0, exact80[0], exact80[1], 10_000), "too high|too low"),
+        ("5.2", "top-k of the LOWEST mean GNQ (ascending sort)",
+         lambda: gnq.top_k_hits(0, g, client=0, k=2), "DESCENDING"),
+        ("5.3", "Spearman with one column negated",
+         # Spearman of [1..6] with [1,2,3,5,4,6]: 1 - 6 * 2 / (6 * 35) = 198 / 210
+         lambda: gnq.gnq_vs_attack(-198 / 210, gnq6, loss_rows), "sign is reversed"),
+        ("7.1", "reversed score on the client's model",
+         lambda: server.server_auc(0.30, sv, client=1), "higher means member"),
+        ("7.1", "the global model instead of the client's",
+         lambda: server.server_auc(0.59, sv, client=1), "GLOBAL model"),
+        ("7.1", "the client's model of the first round",
+         lambda: server.server_auc(0.55, sv, client=1), "round 1"),
+        ("7.2", "the first round's entry of results.json",
+         lambda: server.gains(np.array([0.52 - 0.57, 0.55 - 0.59]), sv), "round 1's entry"),
+        ("7.3", "FedMIA of one round, not averaged over the rounds",
+         lambda: server.fedmia_vs_loss({"loss": (0.66, 0.02), "fedmia": (0.60, 0.06)}, sv),
+         "ALL the rounds"),
+        ("8.2", "reversed score", lambda: challenge.beats_chance(_grade(0.43, 0.0)),
+         "higher means member"),
+        ("8.2", "AUC within noise of chance",
+         lambda: challenge.beats_chance(_grade(0.52, 0.012)), "standard deviations above"),
+    ]
+
+
+MISTAKES = _mistakes()
+
+
+@pytest.mark.parametrize("task, mistake, feed, pattern", MISTAKES,
+                         ids=[f"{m[0]}: {m[1]}" for m in MISTAKES])
+def test_each_listed_mistake_fails_with_a_message_naming_it(task, mistake, feed, pattern):
+    with pytest.raises(LabCheckError, match=f"^Task {re.escape(task)}: ") as err:
+        feed()
+    assert re.search(pattern, str(err.value)), str(err.value)
+
+
+def test_the_right_answers_pass_the_toy_cases(capsys):
+    from fedaudit.labs.checks import challenge, gnq, loss_attack, server
+
+    loss_attack.loss_scores(lambda p, y: np.log(np.maximum(_py(p, y), 1e-30)))
+    loss_attack.roc_summary(_roc_with(lambda f, t: t[f <= 0.01].max()), *_toy_roc())
+    loss_attack.matches_fedaudit(0.6, _loss_results(), 0.0)
+    sv = _server_results()
+    server.server_auc(0.70, sv, client=1)
+    server.gains(np.array([0.63 - 0.57, 0.70 - 0.59]), sv)
+    server.fedmia_vs_loss({"loss": (0.66, 0.02), "fedmia": (0.64, 0.10)}, sv)
+    gnq.top_k_hits(2, _gnq_toy(), client=0, k=2)
+    challenge.beats_chance(_grade(0.57, 0.05))
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 8 and all(line.startswith("ok  Task ") for line in out), out
+
+
+def test_toy_cases_separate_the_mistakes_from_the_answer():
+    """The ROC toys of task 2.2 are what make interpolation, a strict < and the off-by-one
+    index fail: their answers are hand-computed here from the blocks that build them."""
+    from fedaudit.labs.checks.loss_attack import _EXACT, _TIED, _mistakes
+    from fedaudit.metrics import membership_metrics
+
+    # _TIED: 20 members on top (TPR 0.10 at FPR 0), 1 non-member (FPR 0.005), then a tie of
+    # 3 non-members and 30 members: one diagonal step to (0.02, 0.25)
+    assert membership_metrics(*_TIED)["tpr_at_1pct_fpr"] == 0.10
+    m = _mistakes(*_TIED)
+    assert m["interpolation"] == pytest.approx(0.15, abs=1e-12)  # halfway... a third: .1+.05
+    assert m["first point beyond"] == 0.25
+    # _EXACT: 20 members, 1 non-member, 10 members, 1 non-member (FPR = 2/200 = 0.01
+    # exactly), 10 members: TPR 0.20 at FPR 0.01, 0.15 below it
+    assert membership_metrics(*_EXACT)["tpr_at_1pct_fpr"] == 0.20
+    assert _mistakes(*_EXACT)["strict"] == 0.15
+
+
+@pytest.mark.parametrize("task, mistake, feed, pattern", MISTAKES,
+                         ids=[f"{m[0]}: {m[1]}" for m in MISTAKES])
+def test_no_failure_states_the_expected_value(task, mistake, feed, pattern):
+    """A failure names a direction or a concept, never the number to copy (for the fake
+    results above: fedaudit's AUCs, TPRs and counts)."""
+    with pytest.raises(LabCheckError) as err:
+        feed()
+    text = str(err.value)
+    for answer in ("0.5900", "0.7000", "0.6600", "0.6400", "0.0200", "0.1000", "expected"):
+        assert answer not in text, text
+
+
+def test_a_failed_check_renders_as_its_message_alone():
+    from fedaudit.labs.checks import loss_attack
+
+    with pytest.raises(LabCheckError) as err:
+        loss_attack.loss_scores(lambda p, y: _py(p, y))
+    assert err.value._render_traceback_() == [f"LabCheckError: {err.value}"]
 
 
 def test_dp_bound_check():
@@ -174,7 +385,11 @@ def test_grading_the_truth_gives_tpr_one(key, tmp_path):
     g = grade(write_submission(tmp_path / "truth.csv", np.arange(len(member)), member), path)
     assert g.tpr_at_1pct_fpr == 1.0 and g.auc == 1.0
     assert (g.n_members, g.n_nonmembers) == (300, 300)
-    assert g.csv_line() == "truth,1.0000,1.0000,1.0000,300,300"
+    # AUC's null sd sqrt(601 / (12 * 300 * 300)) = 0.02359, p95 0.5 + 1.6449 sd = 0.53881;
+    # Clopper-Pearson with 300 of 300: low = 0.025 ** (1 / 300) = 0.98778; chance p95 of
+    # NHG(600, 300, 4) = 9 / 300
+    assert g.csv_line() == ("truth,1.0000,1.0000,1.0000,300,300,0.5388,yes,0.9878,1.0000,"
+                            "0.0300,yes")
 
 
 def test_grading_random_scores_gives_auc_near_one_half(key, tmp_path):
@@ -206,8 +421,11 @@ def test_cli_grade_prints_a_leaderboard_line(key, tmp_path):
     out = _cli("lab", "grade", str(sub), "--key", str(path), "--header")
     assert out.returncode == 0, out.stderr
     header, line = out.stdout.strip().splitlines()
-    assert header == "submission,tpr_at_1pct_fpr,auc,tpr_at_0p1pct_fpr,n_members,n_nonmembers"
-    assert line == "alice,1.0000,1.0000,1.0000,300,300"
+    assert header == ("submission,tpr_at_1pct_fpr,auc,tpr_at_0p1pct_fpr,n_members,n_nonmembers,"
+                      "auc_chance_p95,auc_beats_chance,tpr_ci95_low,tpr_ci95_high,"
+                      "tpr_chance_p95,tpr_beats_chance")
+    assert line == "alice,1.0000,1.0000,1.0000,300,300,0.5388,yes,0.9878,1.0000,0.0300,yes"
+    assert "above chance" in out.stderr and "95% CI 0.988-1.000" in out.stderr
 
 
 BAD_SUBMISSIONS = {
@@ -281,9 +499,17 @@ def notebook_cwd(tmp_path_factory):
     return tmp_path_factory.mktemp("notebooks")
 
 
+#: the challenge's MNIST (the npz copy of the shared data, never a download in a test); the
+#: bundled digits where it is absent (too few non-members for a leaderboard: --allow-weak)
+MNIST = ROOT.parent / "shared" / "data" / "mnist.npz"
+CHALLENGE_DATA = (["--data", str(MNIST)] if MNIST.is_file()
+                  else ["--data", "digits", "--allow-weak"])
+
+
 @pytest.fixture(scope="module")
 def challenge(lab_dir):
-    out = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out", str(lab_dir))
+    out = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out", str(lab_dir),
+               *CHALLENGE_DATA)
     assert out.returncode == 0, out.stderr[-3000:]
     root = Path(out.stdout.strip().splitlines()[-1])
     assert root == lab_dir / f"challenge-{CHALLENGE_SEED}"
@@ -315,8 +541,13 @@ def test_cli_challenge_round_trip(challenge, tmp_path):
     assert abs(g.auc - 0.5) <= 4 * null_auc_sd(g.n_members, g.n_nonmembers)
     # a second challenge with the same seed and folder never replaces the key
     again = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out",
-                 str(challenge.parent))
+                 str(challenge.parent), *CHALLENGE_DATA)
     assert again.returncode == 2 and "already exists" in again.stderr
+    info = json.loads((challenge / "challenge.json").read_text())
+    assert (info["n_members"], info["n_nonmembers"]) == (int(member.sum()),
+                                                        int((member == 0).sum()))
+    if MNIST.is_file():  # the leaderboard's data: tens of false positives at 1% FPR
+        assert info["n_nonmembers"] >= 2000 and not info["weak"]
 
 
 def _execute(path: Path, cwd: Path):
@@ -371,6 +602,28 @@ def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, note
     assert index == first_check, (lab, nb.cells[index].source if index is not None else None)
     assert out["ename"] == "LabCheckError"
     assert "is not done yet: the cell above still has a TODO" in out["evalue"], out["evalue"]
+    # the message alone: no frames of the check's code around it
+    assert out["traceback"] == [f"LabCheckError: {out['evalue']}"], out["traceback"]
+
+
+@pytest.mark.labs
+def test_a_wrong_answer_in_a_notebook_shows_the_message_alone(tmp_path):
+    """A check that fails on a wrong answer (not a TODO) prints its one-line message as the
+    cell's error, without a traceback into fedaudit.labs.checks."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import numpy as np\nfrom fedaudit.labs.checks import loss_attack as check\n"
+        "check.loss_scores(lambda proba, y: proba[np.arange(len(y)), y])")]
+    path = tmp_path / "wrong.ipynb"
+    nbformat.write(nb, path)
+    nb, error = _execute(path, tmp_path)
+    assert error is not None
+    _, out = _error_cell(nb)
+    assert out["ename"] == "LabCheckError"
+    assert out["evalue"].startswith("Task 2.1: you return p_y (the confidence attack)")
+    assert out["traceback"] == [f"LabCheckError: {out['evalue']}"], out["traceback"]
 
 
 def test_todo_is_found_inside_containers():
@@ -415,3 +668,62 @@ def test_lab_cache_is_shared_across_folders(tmp_path, monkeypatch):
         results.append(runs.lab_run("quickstart", tiny).results)
     assert len(trained) == 1
     assert results[0]["attacks"] == results[1]["attacks"]
+
+
+# ---- the leaderboard's chance levels --------------------------------------------------------
+
+def test_fp_budget_counts_false_positives_as_the_metrics_do():
+    from fedaudit.labs.leaderboard import fp_budget
+
+    # 1% of 2,500 = 25; of 216: 2 (3/216 = 1.4%); 1/100 is exactly 1%; 1/99 is above it
+    assert [fp_budget(n) for n in (2500, 216, 100, 99, 1)] == [25, 2, 1, 0, 0]
+
+
+def test_tpr_interval_is_clopper_pearson():
+    from fedaudit.labs.leaderboard import tpr_interval
+
+    # closed forms at the ends: 0 of n -> (0, 1 - (a/2)^(1/n)); n of n -> ((a/2)^(1/n), 1)
+    low, high = tpr_interval(0.0, 100)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 100), rel=1e-9)
+    low, high = tpr_interval(1.0, 40)
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 40), rel=1e-9)
+
+
+def test_chance_level_matches_random_submissions():
+    """The exact negative-hypergeometric chance level against 4,000 random submissions
+    graded by fedaudit.metrics (an independent computation: permutations and ROC points)."""
+    from fedaudit.labs.leaderboard import chance
+    from fedaudit.metrics import tpr_at_fpr
+
+    n1, n0, reps = 300, 700, 4000  # k = 7 false positives at 1% FPR
+    c = chance(n1, n0)
+    assert c.false_positives == 7
+    assert c.tpr_mean == pytest.approx(8 / 701, rel=1e-12)  # (k + 1) / (n0 + 1)
+    rng = np.random.default_rng(5)
+    member = np.r_[np.ones(n1, int), np.zeros(n0, int)]
+    tprs = np.array([tpr_at_fpr(rng.random(n1 + n0), member, 0.01) for _ in range(reps)])
+    # the simulated mean within 4 standard errors (exceeded with probability 6e-5)
+    assert abs(tprs.mean() - c.tpr_mean) <= 4 * tprs.std() / math.sqrt(reps)
+    # p95 is a quantile of a discrete law: P(X <= p95) >= 0.95 > P(X < p95); the simulated
+    # shares within 4 binomial standard errors of that
+    se = 4 * math.sqrt(0.95 * 0.05 / reps)
+    assert np.mean(tprs <= c.tpr_p95 + 1e-12) >= 0.95 - se
+    assert np.mean(tprs < c.tpr_p95 - 1e-12) <= 0.95 + se
+
+
+def test_a_seed_where_loss_does_not_beat_chance_is_refused():
+    from fedaudit.labs.challenge import WeakChallengeError, require_beats_chance
+    from fedaudit.labs.leaderboard import leaderboard_line
+
+    member = np.r_[np.ones(250, int), np.zeros(2500, int)]
+    # LOSS-like scores: members ahead on average, but not at the top (AUC about 0.6)
+    rng = np.random.default_rng(3)
+    weak = np.r_[rng.normal(0.35, 1, 250), rng.normal(0, 1, 2500)]
+    weak[250:275] = 10.0  # the 25 most confident candidates are non-members: TPR@1%FPR 0
+    line = leaderboard_line("loss-baseline", weak, member)
+    assert line.auc > 0.55 and line.tpr_at_1pct_fpr == 0.0 and not line.tpr_beats_chance
+    require_beats_chance(3, line)  # the rank is the AUC: this seed can rank a leaderboard
+    noise_line = leaderboard_line("loss-baseline", np.zeros(2750), member)  # AUC 0.5: all tied
+    with pytest.raises(WeakChallengeError, match=r"seed 3: the LOSS attack's AUC 0\.\d{4} is "
+                                                 r"not above random submissions' 95th"):
+        require_beats_chance(3, noise_line)

@@ -34,12 +34,14 @@ LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
 #: the federation labs 1-5 and 7 share, as ``lab_run(*TARGET)``: membership-signal
 #: (overfit) over 4 rounds with 8 Dirichlet clients of different sizes, five mislabeled
 #: canaries planted in client 0, client-side GNQ, LOSS, Res-MIA and FedMIA against the
-#: global model and the models the server received (trained once, shared by the cache)
+#: global model and the models the server received in every round (trained once, shared
+#: by the cache)
 TARGET: tuple[str, tuple[str, ...]] = (
     "membership-signal",
     ("federation.rounds=4", "federation.num_clients=8", "data.partitioner=dirichlet",
      "data.alpha=1.0", "canaries.count=5", "canaries.clients=[0]", "audit.gnq.client=true",
-     "attack.methods=['loss','resmia','fedmia']", "attack.targets=['global','clients']"),
+     "attack.methods=['loss','resmia','fedmia']", "attack.targets=['global','clients']",
+     "attack.rounds='all'"),
 )
 
 

@@ -25,21 +25,26 @@ from fedaudit.labs.checks import loss_attack as check
 # ## The target federation
 #
 # `TARGET` is the `membership-signal` scenario (tiny clients, 30 local epochs: a federation
-# that overfits) with a few overrides. `lab_run` is `fedaudit.run` with a cache: labs 2,
-# 3, 4 and 7 share this run, so it trains once (about half a minute).
+# that overfits) with a few overrides. `lab_run` is `fedaudit.run` with a cache: labs 1-5
+# and 7 share this run, so it trains once, in whichever of them runs first (about half a
+# minute).
 
 # %%
 print(TARGET)
 run = lab_run(*TARGET)
 print("test accuracy", run.results["model"]["test_accuracy"])
 target = load_target(run)
-print(target.oracle, "audit samples:", len(target.member), "members:", int(target.member.sum()))
+print(target.oracle, "audit samples:", len(target.member), "members:", int(target.member.sum()),
+      "non-members:", int((target.member == 0).sum()))
 
 # %% [markdown]
 # `target.oracle.predict_proba(x)` returns the model's softmax probabilities and nothing
 # else: no weights, no gradients. `target.x, target.y, target.member` are the samples
-# fedaudit attacked: every client's training samples (members, 1) and as many holdout
-# samples with the same labels (non-members, 0).
+# fedaudit attacked: every client's training samples (members, 1) and, for each client, as
+# many holdout samples with the same labels (non-members, 0). The clients draw their
+# non-members from one holdout pool, so some are drawn by several clients; the pooled set
+# counts each sample once and therefore holds FEWER non-members than members (printed
+# above).
 #
 # ## Task 2.1 -- the LOSS score
 #
@@ -67,8 +72,10 @@ check.loss_scores(loss_scores)
 #
 # Write `roc_summary(scores, member)` returning `(auc, tpr_at_1pct_fpr)` with
 # `sklearn.metrics.roc_auc_score` and `roc_curve`. TPR at 1% FPR is the largest TPR among
-# the ROC points whose FPR is at most 0.01 (never interpolate: a point between two
-# thresholds is not an attack you can run).
+# the ROC points whose FPR is at most 0.01 -- a point exactly at 1% counts -- and never an
+# interpolation (a point between two thresholds is not an attack you can run). The check
+# also runs your function on two hand-made cases: one where tied scores take the ROC
+# curve across 1% FPR in one diagonal step, one with a ROC point exactly at 1% FPR.
 
 # %%
 def roc_summary(scores: np.ndarray, member: np.ndarray) -> tuple[float, float]:
@@ -92,8 +99,9 @@ check.roc_summary(roc_summary, toy_scores, toy_member)
 # ## Task 2.3 -- attack the federation
 #
 # Query the oracle on `target.x`, score with your `loss_scores`, and compute your AUC and
-# TPR at 1% FPR. fedaudit ran the same attack on the same samples: your AUC must match
-# `run.results["attacks"]["loss"]["auc"]`.
+# TPR at 1% FPR. fedaudit ran the same attack on the same samples: both must match
+# `run.results["attacks"]["loss"]`. The check also prints what random scores reach at 1%
+# FPR on this audit set, for comparison.
 
 # %%
 ### BEGIN SOLUTION
@@ -108,7 +116,7 @@ print("mine:", my_auc, my_tpr)
 print("fedaudit:", run.results["attacks"]["loss"])
 
 # %% check
-check.matches_fedaudit(my_auc, run.results)
+check.matches_fedaudit(my_auc, run.results, my_tpr)
 
 # %% [markdown]
 # ## Task 2.4 -- why low FPR matters
@@ -134,8 +142,10 @@ check.false_accusations(false_accusations, scores, target.member, population)
 # %% [markdown]
 # ## Reflection
 #
-# 1. Your AUC is well above 0.5, yet the TPR at 1% FPR is small. Which of the two tells you
-#    whether *one specific person* can be confidently identified as a member?
+# 1. Your AUC is well above 0.5. Compare your TPR at 1% FPR with what random scores reach
+#    (printed by the check of task 2.3). Which of the two numbers, AUC or TPR at 1% FPR,
+#    tells you whether *one specific person* can be confidently identified as a member,
+#    and what does this attack achieve by that measure?
 # 2. How many non-members does the audit set hold? What is the smallest FPR it can
 #    resolve (`results["attacks"]["loss"]["min_fpr_resolution"]`), and what does that mean
 #    for "TPR at 0.1% FPR"?
@@ -145,7 +155,11 @@ check.false_accusations(false_accusations, scores, target.member, population)
 # %% [markdown] answer
 # *Possible answers.* (1) TPR at low FPR: AUC averages over all thresholds, including the
 # many where most flagged people are non-members; a confident identification needs a
-# threshold with almost no false positives. (2) With n non-members the smallest non-zero
+# threshold with almost no false positives. Here the LOSS attack's TPR at 1% FPR is no
+# better than random scores (about 0.01 with a couple of hundred non-members, i.e. one or
+# two false positives allowed): a decent AUC, and nobody confidently identified. LOSS
+# ranks by how easy a sample is, and the easiest non-members are as confident as any
+# member; per-sample calibration (LiRA, RMIA, FedMIA in lab 7) targets exactly this. (2) With n non-members the smallest non-zero
 # FPR is 1/n; when 1/n > 0.001, "TPR at 0.1% FPR" is the TPR at FPR = 0. (3) On log-log
 # axes the low-FPR region is visible; an attack that is only better than chance on average
 # hugs the diagonal there.

@@ -78,6 +78,10 @@ check.score(resmia_score, target.oracle, target.x[:64])
 # Compute the AUC on the whole audit set (`target.x`, `target.member`) for the erosion
 # schedules `(4, 2, 1)` (the default: K = 3), `(4, 2)`, `(4,)` and `(2,)`, each with
 # `"nearest"` and `"bilinear"` upsampling. Store them as `table[(sizes, upsample)] = auc`.
+#
+# Before you run it, predict: the endpoint score `(c_0 - c_K) / K` reads only the original
+# image and the LAST eroded one, and dividing every score by the same K does not change
+# their ranking. So which rows of the table must be equal?
 
 # %%
 table = {}
@@ -104,6 +108,10 @@ check.ablations(table, target.oracle, target.x, target.member, run.results)
 # 2. Res-MIA never uses the true label. When is that an advantage for an attacker?
 # 3. Why must the sizes strictly decrease (what happens if you pool twice to the same
 #    size)?
+# 4. `(4, 2)` and `(2,)` give the same AUC, and `(4, 2, 1)` the AUC of the single size 1:
+#    the step-count ablation is empty for the endpoint score. Which statistic of the decay
+#    curve would make the intermediate sizes matter? (fedaudit has one:
+#    `attacks.resmia.resmia_scores(..., score="mean-slope")`.)
 
 # %% [markdown] answer
 # *Possible answers.* (1) Usually not here: an 8 x 8 image has little fine detail to
@@ -111,4 +119,7 @@ check.ablations(table, target.oracle, target.x, target.member, run.results)
 # memorised high-frequency detail is what Res-MIA detects. (2) When labels are unknown
 # (unlabelled candidate data, or a label-noise setting); LOSS needs y. (3) Average-pooling to
 # the same size twice gives the same image (the operation is idempotent on an already
-# pooled image), so the extra step adds queries and no information.
+# pooled image), so the extra step adds queries and no information. (4) One that reads
+# every step, e.g. the mean slope `(1/K) sum_k (c_0 - c_k) / k`; with the endpoint score the
+# schedule only matters through its last size, so the intermediate steps cost queries and
+# change nothing.
