@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1234])
     ap.add_argument("--out", default="challenge-chance", help="folder of the challenges")
     ap.add_argument("--random", type=int, default=500, help="random submissions per seed")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a scenario override on top of the challenge's (a variant)")
     args = ap.parse_args()
     out = Path(args.out)
     print("| seed | members / non-members | LOSS TPR@1%FPR (95% CI) | exact chance p95 | "
@@ -62,7 +64,7 @@ def main() -> None:
         root, t = out / f"challenge-{seed}", time.time()
         if not root.exists():
             make_challenge(seed, out, data=args.data, data_dir=args.data_dir,
-                           allow_weak=True)
+                           allow_weak=True, overrides=tuple(args.set))
         took = time.time() - t
         m = measure(root, args.random)
         g = m["loss"]

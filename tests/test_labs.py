@@ -727,3 +727,18 @@ def test_a_seed_where_loss_does_not_beat_chance_is_refused():
     with pytest.raises(WeakChallengeError, match=r"seed 3: the LOSS attack's AUC 0\.\d{4} is "
                                                  r"not above random submissions' 95th"):
         require_beats_chance(3, noise_line)
+
+
+def test_cli_challenge_without_mnist_says_how_to_get_it(tmp_path):
+    out = _cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "data.dataset = 'mnist': not found" in err and "--download" in err, err
+    assert not any(tmp_path.iterdir())  # nothing written, no half-made challenge
+
+
+def test_cli_challenge_rejects_unknown_data(tmp_path):
+    out = _cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), "--data", "svhn")
+    assert out.returncode == 2
+    assert "--data 'svhn': allowed: mnist, digits, or a path to an .npz file" in out.stderr

@@ -131,10 +131,12 @@ def require_beats_chance(seed: int, baseline: LeaderboardLine) -> None:
 
 def make_challenge(seed: int, out: str | os.PathLike = ".", *, data: str = "mnist",
                    data_dir: str | os.PathLike = "data", download: bool = False,
-                   allow_weak: bool = False, progress: bool = False) -> Path:
+                   allow_weak: bool = False, progress: bool = False,
+                   overrides: tuple[str, ...] = ()) -> Path:
     """Train the challenge federation for ``seed``; return ``OUT/challenge-<seed>``.
+    ``overrides`` (``section.key=value``, applied last) make a variant of the recipe.
     Refuses a folder that already exists (a key must never be silently replaced), and a
-    seed whose LOSS baseline does not beat random submissions at TPR@1%FPR
+    seed whose LOSS baseline does not beat random submissions in AUC
     (:class:`WeakChallengeError`) unless ``allow_weak``."""
     from attacks.baselines import loss_scores
     from fedaudit.api import run, validate
@@ -143,22 +145,21 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, data: str = "mnis
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
-    overrides = challenge_overrides(str(data), data_dir, download)
+    data_overrides = challenge_overrides(str(data), data_dir, download)
     root = Path(out).resolve() / f"challenge-{seed}"
     if root.exists():
         raise ScenarioError(f"{root} already exists; remove it or choose another --out")
     scenario = validate(CHALLENGE_SCENARIO,
                         [f"scenario.seed={seed}", "scenario.name=challenge",
-                         *CHALLENGE_OVERRIDES, *overrides])
+                         *CHALLENGE_OVERRIDES, *data_overrides, *overrides])
     tmp = root.with_name(root.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         r = run(scenario, out=tmp / "runs", progress=progress)
         ctx, ids, member, client = _candidates(r, seed)
         x, y = ctx.data.x[ids], ctx.data.y[ids]
-        baseline = leaderboard_line("loss-baseline",
-                                    loss_scores(ctx.oracle(ctx.trajectory.final).predict_proba(x), y),
-                                    member)
+        proba = ctx.oracle(ctx.trajectory.final).predict_proba(x)
+        baseline = leaderboard_line("loss-baseline", loss_scores(proba, y), member)
         if not allow_weak:
             require_beats_chance(seed, baseline)
         student = tmp / STUDENT_DIR

@@ -40,12 +40,19 @@ def add_lab_parser(sub, parser_class) -> None:
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
+    from fedaudit.errors import ScenarioError
     from fedaudit.labs.challenge import Grade, challenge_info, grade, make_challenge
 
     if args.lab_command == "challenge":
-        root = make_challenge(args.seed, args.out, data=args.data, data_dir=args.data_dir,
-                              download=args.download, allow_weak=args.allow_weak,
-                              progress=True)
+        try:
+            root = make_challenge(args.seed, args.out, data=args.data,
+                                  data_dir=args.data_dir, download=args.download,
+                                  allow_weak=args.allow_weak, progress=True)
+        except ScenarioError as exc:
+            if "data.download" not in str(exc) or args.download:
+                raise
+            raise ScenarioError(f"{exc} -- here: fedaudit lab challenge ... --download "
+                                "(or --data-dir DIR, --data digits offline)") from None
         info = challenge_info(root)
         if info["weak"]:
             print(f"fedaudit: warning: seed {args.seed}: the LOSS attack does not beat random "

@@ -94,8 +94,9 @@ check.beats_chance(grade)
 # *Possible answers.* (1) TPR x n_members members found, at most 1% of the non-members
 # (25 of 2,500) flagged. (2) The loss-type scores (LOSS, confidence, modified entropy) are
 # close in AUC (about 0.57 on seed 0); at 1% FPR they are at chance: the most confident
-# candidates are the easiest digits, members or not (many get probability 1.0 for their
-# label). Beating chance there needs a per-sample reference -- how confident is a model
+# candidates are the easiest digits, members or not (on seed 0, 59 of the 3,500
+# candidates get probability exactly 1.0 for their label, 38 of them non-members, more
+# than the 25 false positives 1% FPR allows). Beating chance there needs a per-sample reference -- how confident is a model
 # that did NOT train on this candidate? -- which LiRA, RMIA and FedMIA (lab 7) provide.
 # (3) The seed: with it anyone can rebuild the data split and read membership off it. Ids
 # and order are shuffled so that neither betrays which split a candidate came from.
