@@ -6,7 +6,9 @@
 * :mod:`fedaudit.labs.runs`: :func:`lab_run` (``fedaudit.run`` cached per scenario) and
   :func:`load_target` (an oracle on a run's global model and its audit set);
 * :mod:`fedaudit.labs.challenge`: the capstone challenge (``fedaudit lab challenge`` /
-  ``fedaudit lab grade``).
+  ``fedaudit lab grade``);
+* :mod:`fedaudit.labs.leaderboard`: a graded submission beside chance (both metrics' chance
+  levels, the TPR's confidence interval).
 
 Attributes load on first use, so ``fedaudit lab grade`` does not import torch.
 """
