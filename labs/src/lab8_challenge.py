@@ -30,7 +30,7 @@ from fedaudit.labs.checks import challenge as check
 
 seed = 0
 root = lab_dir() / f"challenge-{seed}"
-if not root.exists():  # downloads MNIST into ./data once; trains the target (about a minute)
+if not root.exists():  # downloads MNIST into ./data once; trains the target (1-5 minutes)
     make_challenge(seed, lab_dir(), data="mnist", download=True)
 challenge = load_challenge(root / "student")
 print(challenge.oracle, "candidates:", challenge.x.shape, "labels known:", challenge.y[:10])
