@@ -315,7 +315,7 @@ def lira_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
     return AttackScores(scores, {"augment": augment, "queries_per_view": len(views)})
 
 
-def _tuned_a(references: ReferenceSignals, population: int | None) -> tuple[float, dict]:
+def _tuned_a(references: ReferenceSignals) -> tuple[float, dict]:
     t = references.tuning
     if t is None:
         raise ValueError("rmia a = 'auto' needs tuning signals (offline references)")
@@ -338,7 +338,7 @@ def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
     offline_a = None
     if not references.online:
         if a == "auto":
-            offline_a, aucs = _tuned_a(references, population)
+            offline_a, aucs = _tuned_a(references)
             info = {"a": offline_a, "a_tuned": True,
                     "a_tuning_auc": {f"{k:.1f}": round(v, 6) for k, v in aucs.items()}}
         else:

@@ -56,8 +56,4 @@ def tune_offline_a(paired_px: ArrayLike, reference_px: ArrayLike, paired_in: Arr
     for a in grid:
         ratio = px[keep] / np.maximum((1.0 + a) / 2.0 * mean_out + (1.0 - a) / 2.0, 1e-30)
         aucs[a] = float(membership_metrics(ratio, member[keep].astype(np.int8))["auc"])
-    best = grid[0]
-    for a in grid:
-        if aucs[a] > aucs[best]:
-            best = a
-    return best, aucs
+    return max(grid, key=aucs.__getitem__), aucs  # max keeps the first of equal AUCs

@@ -65,14 +65,11 @@ class VirtualGrid(Grid):
     def _unused(self, *_, **__):  # the driver sends; the strategy only samples
         raise NotImplementedError("a reference strategy only samples its virtual nodes")
 
-    set_run = create_message = push_messages = pull_messages = _unused
+    set_run = create_message = push_messages = pull_messages = send_and_receive = _unused
 
     @property
     def run(self):  # noqa: D401 - Grid's abstract property
         raise NotImplementedError
-
-    def send_and_receive(self, messages, *, timeout=None):
-        raise NotImplementedError("a reference strategy only samples its virtual nodes")
 
 
 @contextlib.contextmanager
@@ -206,7 +203,7 @@ def _train(scenario: Scenario, data: FederatedData, jobs: Sequence[ReferenceJob]
             for m in messages:
                 c = int(m.metadata.dst_node_id) - 1
                 cfg = ConfigRecord(dict(m.content[wire.CONFIG]))
-                cfg[wire.REFERENCE_IDS] = [int(i) for i in job.clients[c]]
+                cfg[wire.REFERENCE_IDS] = job.clients[c].tolist()
                 cfg[wire.REFERENCE_CLIENT] = c
                 content = RecordDict({wire.ARRAYS: m.content[wire.ARRAYS], wire.CONFIG: cfg})
                 outgoing.append(_Outgoing(j, c, Message(content, m.metadata.dst_node_id,
