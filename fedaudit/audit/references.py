@@ -257,7 +257,9 @@ class References:
                 "train_size": list(z.per_reference), "target_train_size": z.target,
                 "size_parity": z.parity,
                 "split": {**self.split.summary(), "audit_samples": z.audit,
-                          "reference_pool": z.pool}}
+                          "reference_pool": z.pool,
+                          "reference_pool_from": "never-trained samples neither audited "
+                                                 "nor population"}}
 
 
 def _load(path: Path) -> dict[str, torch.Tensor] | None:
