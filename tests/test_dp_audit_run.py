@@ -90,20 +90,28 @@ RECIPE = ["audit.dp.canaries=200", "federation.num_clients=1", "federation.round
           "train.local_epochs=20", "train.lr=1.0", "defense.noise_multiplier=10"]
 
 
-def _dpsgd_federation(noise_scale: float, tmp_path) -> dict:
-    """Train the RECIPE in-process (FedAvg of train_local) with the DP-SGD noise multiplied
-    by ``noise_scale``; account the CLAIMED noise with the dp-sgd defense; run the audit."""
+def _broken_setup(name: str, recipe: list[str], noise_scale: float):
+    """(scenario, data, defense, the DP-SGD options with the noise multiplied by
+    ``noise_scale``, the initial global model) of an in-process DP-SGD federation."""
     from fedaudit.defenses import get_defense
-    from fedaudit.audit.stages.dp_audit import add_dp_audit
     from fedaudit.models import model_for
-    from fedaudit.training import client_seed, train_local
 
-    s = load_scenario("defense-dpsgd", RECIPE)
+    s = load_scenario(name, recipe)
     d = build_federated_data(s)
     defense = get_defense(s.defense.kind)
     dp = dict(defense.local_dp(s.defense))
     dp["noise_multiplier"] *= noise_scale  # the bug; the accounting below does not see it
-    g = model_for(s.model, d, seed=s.seed)
+    return s, d, defense, dp, model_for(s.model, d, seed=s.seed)
+
+
+def _dpsgd_federation(noise_scale: float, tmp_path) -> dict:
+    """Train the RECIPE in-process (FedAvg of train_local) with the DP-SGD noise multiplied
+    by ``noise_scale``; account the CLAIMED noise with the dp-sgd defense; run the audit."""
+    from fedaudit.audit.stages.dp_audit import add_dp_audit
+    from fedaudit.models import model_for
+    from fedaudit.training import client_seed, train_local
+
+    s, d, defense, dp, g = _broken_setup("defense-dpsgd", RECIPE, noise_scale)
     state = {k: v.clone() for k, v in g.state_dict().items()}
     rounds = []
     for r in range(1, s.federation.rounds + 1):
@@ -191,18 +199,12 @@ def _gradient_federation(noise_scale: float) -> dict:
     """One round of the WHITE_BOX recipe in-process: each client's DP-SGD (applied noise
     = told noise * ``noise_scale``) with its included canaries, the server's probe of the
     sent updates, the accountant told the configured noise, the audit summary."""
-    from fedaudit.defenses import get_defense
     from fedaudit.dp_audit.gradient import UpdateProbe, canaries_for_model, update_scores
     from fedaudit.dp_audit.summary import audit_summary
     from fedaudit.models import model_for
     from fedaudit.training import client_seed, train_local
 
-    s = load_scenario("dp-audit", WHITE_BOX)
-    d = build_federated_data(s)
-    defense = get_defense(s.defense.kind)
-    dp = dict(defense.local_dp(s.defense))
-    dp["noise_multiplier"] *= noise_scale  # the bug; the accounting below does not see it
-    g = model_for(s.model, d, seed=s.seed)
+    s, d, defense, dp, g = _broken_setup("dp-audit", WHITE_BOX, noise_scale)
     can, layout = canaries_for_model(1000, g, 2, s.seed)
     probe = UpdateProbe(can, layout)
     start = {k: v.detach().clone() for k, v in g.state_dict().items()}
