@@ -1,0 +1,11 @@
+"""Planted secrets of a language model (the "secret sharer" of Carlini et al., USENIX
+Security 2019): exposure (:mod:`fedaudit.secrets.exposure`) and extraction by decoding
+(:mod:`fedaudit.secrets.extraction`), pure functions over a model's next-token
+log-probabilities (:data:`NextLogProbs`)."""
+
+from fedaudit.secrets.exposure import (NextLogProbs, candidate_log_perplexities,
+                                       exposure, exposure_extrapolated, log_perplexity, rank)
+from fedaudit.secrets.extraction import beam_decode
+
+__all__ = ["NextLogProbs", "beam_decode", "candidate_log_perplexities", "exposure",
+           "exposure_extrapolated", "log_perplexity", "rank"]

@@ -1,0 +1,41 @@
+"""Extraction of a planted secret by decoding (Carlini et al. 2019, Section 8): the
+attacker knows the template's prefix and the secret's format (its length and alphabet) and
+decodes from the model; the secret is extracted when the decoded string equals it.
+
+:func:`beam_decode` keeps the ``beam`` most likely partial secrets (lowest log-perplexity)
+at each of the ``length`` steps, the next token restricted to the alphabet (the format);
+``beam = 1`` is greedy decoding, ``beam = |A|^length`` would be exhaustive.  Ties are
+broken by alphabet position (a stable sort), so decoding is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedaudit.secrets.exposure import _LOG2E, NextLogProbs, _next, _tokens
+
+__all__ = ["beam_decode"]
+
+
+def beam_decode(model: NextLogProbs, prefix: Sequence[int], alphabet: Sequence[int],
+                length: int, *, beam: int = 1) -> tuple[np.ndarray, float]:
+    """(the decoded secret as token ids, its log-perplexity in bits)."""
+    prefix, alphabet = _tokens(prefix, "prefix"), _tokens(alphabet, "alphabet")
+    if len(prefix) == 0:
+        raise ValueError("prefix must hold at least one token")
+    if length < 1 or beam < 1:
+        raise ValueError(f"need length >= 1 and beam >= 1, got {length}, {beam}")
+    paths = np.zeros((1, 0), dtype=np.int64)
+    px = np.zeros(1)
+    a = len(alphabet)
+    for _ in range(length):
+        contexts = np.concatenate([np.broadcast_to(prefix, (len(paths), len(prefix))),
+                                   alphabet[paths]], axis=1)
+        step = -_next(model, contexts)[:, alphabet] * _LOG2E
+        total = (px[:, None] + step).ravel()
+        keep = np.argsort(total, kind="stable")[:beam]
+        paths = np.concatenate([paths[keep // a], (keep % a)[:, None]], axis=1)
+        px = total[keep]
+    return alphabet[paths[0]], float(px[0])
