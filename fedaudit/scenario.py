@@ -58,6 +58,8 @@ class DataConfig:
     alpha: float
     min_partition_size: int
     classes_per_client: int
+    seq_len: int
+    min_role_sequences: int
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class ModelConfig:
     """``[model]``"""
     name: str
     width: int
+    layers: int
+    heads: int
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ def check_cross(s: Scenario, source: str) -> None:
     if _registries()[0].meta(d.dataset).get("needs_path") and not d.path:
         raise ScenarioError(f"{source}: data.path is required when data.dataset = "
                             f"{d.dataset!r}")
+    _check_text(s, source)
     if fed.min_clients > fed.num_clients:
         raise ScenarioError(f"{source}: federation.min_clients = {fed.min_clients}: must be "
                             f"<= federation.num_clients ({fed.num_clients})")
@@ -42,3 +43,23 @@ def check_cross(s: Scenario, source: str) -> None:
     if s.train.device == "cuda" and fed.client_resources.num_gpus == 0:
         raise ScenarioError(f"{source}: train.device = 'cuda' needs "
                             "federation.client_resources.num_gpus > 0")
+
+
+def _check_text(s: Scenario, source: str) -> None:
+    """Text data needs a model of token sequences (and the reverse), ``speaker`` needs
+    text data, and a transformer's heads must divide its width."""
+    datasets, models = _registries()[:2]
+    d, m = s.data, s.model
+    text = datasets.meta(d.dataset).get("kind") == "text"
+    tokens = models.meta(m.name).get("inputs") == "tokens"
+    if text != tokens:
+        fits = [n for n in models.names() if (models.meta(n).get("inputs") == "tokens") == text]
+        raise ScenarioError(f"{source}: model.name = {m.name!r}: data.dataset = {d.dataset!r} "
+                            f"is {'text' if text else 'images'}; allowed: {', '.join(fits)}")
+    if d.partitioner == "speaker" and not text:
+        raise ScenarioError(f"{source}: data.partitioner = 'speaker' needs text data with "
+                            f"speaker roles (e.g. data.dataset = 'shakespeare'), not "
+                            f"{d.dataset!r}")
+    if tokens and m.width % m.heads:
+        raise ScenarioError(f"{source}: model.heads = {m.heads}: must divide model.width = "
+                            f"{m.width}")

@@ -122,20 +122,33 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
         "data_dir": _f(str, "data", "directory holding torchvision datasets"),
         "download": _f(bool, False, "allow torchvision to download a missing dataset"),
         "path": _f(str, "", "path of the .npz file when dataset = 'npz', folder of class "
-                            "subfolders when dataset = 'imagefolder'"),
+                            "subfolders when dataset = 'imagefolder', plain-text play "
+                            "(speeches opened by 'NAME:' lines) when dataset = 'shakespeare'"),
         "image_size": _f(int, 0, "imagefolder: resize every image to this many pixels square "
                                  "(bilinear); 0 = keep the files' size", min=0),
-        "max_samples": _f(int, 0, "use at most this many samples in total (0 = all)", min=0),
+        "max_samples": _f(int, 0, "use at most this many samples in total (0 = all); text: "
+                          "sequences, taken as whole speeches", min=0),
         "holdout_fraction": _f(float, 0.2, "fraction kept as attack non-members",
                                min=0.0, max=0.9, min_exclusive=True),
         "test_fraction": _f(float, 0.2, "fraction used for accuracy and r_Qn",
                             min=0.0, max=0.9, min_exclusive=True),
-        "partitioner": _f(str, "iid", "how train samples are split across clients",
-                          choices=("iid", "dirichlet", "pathological")),
+        "partitioner": _f(str, "iid", "how train samples are split across clients; text "
+                          "data: iid / dirichlet / pathological deal whole speeches (the "
+                          "speaker role as the label), speaker gives each client one role",
+                          choices=("iid", "dirichlet", "pathological", "speaker")),
         "alpha": _f(float, 0.5, "Dirichlet concentration (smaller = more label skew)",
                     min=0.0, min_exclusive=True),
         "min_partition_size": _f(int, 2, "Dirichlet: smallest allowed client", min=0),
-        "classes_per_client": _f(int, 2, "pathological: classes per client", min=1),
+        "classes_per_client": _f(int, 2, "pathological: classes per client (text: speaker "
+                                 "roles per client)", min=1),
+        "seq_len": _f(int, 80, "text: characters per sequence; a speech is cut into "
+                      "non-overlapping windows of seq_len characters, each with the "
+                      "next-character targets (the speech's last < seq_len + 1 characters "
+                      "are dropped)", min=1, max=4096),
+        "min_role_sequences": _f(int, 16, "speaker partitioner: roles with fewer training "
+                                 "sequences are dropped (not merged); the "
+                                 "federation.num_clients largest of the others are the "
+                                 "clients", min=1),
     },
     "federation": {
         "num_clients": _f(int, 10, "number of simulated clients (SuperNodes)", min=1, max=10000),
@@ -169,8 +182,11 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     "model": {
         "name": _f(str, "cnn", "model architecture (a registered model)",
                    choices=lambda: _registries()[1].names()),
-        "width": _f(int, 16, "cnn: channels of the first conv layer; mlp: hidden units / 8",
-                    min=1, max=4096),
+        "width": _f(int, 16, "cnn: channels of the first conv layer; mlp: hidden units / 8; "
+                    "transformer: embedding width", min=1, max=4096),
+        "layers": _f(int, 2, "transformer: number of blocks", min=1, max=64),
+        "heads": _f(int, 4, "transformer: attention heads (must divide model.width)",
+                    min=1, max=256),
     },
     "train": {
         "local_epochs": _f(int, 1, "local epochs per round", min=1),

@@ -4,6 +4,10 @@ Partitioning uses flwr-datasets' partitioners (IidPartitioner, DirichletPartitio
 PathologicalPartitioner) over a tiny Hugging Face table of (global id, label); they return
 rows, from which we read the global ids back.  The rows are shuffled with the scenario seed
 first because IidPartitioner shards contiguously.
+
+Text data (:attr:`Dataset.text` set) is split and partitioned by speech
+(:mod:`fedaudit.data.text`): the same partitioners deal whole speeches labelled by their
+role, and ``speaker`` gives each client one role.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import numpy as np
 
 from fedaudit.errors import ScenarioError
 from fedaudit.data.datasets import Dataset, load_dataset
+from fedaudit.data.datasets.base import TextMeta
+from fedaudit.data.text import (speaker_clients, speech_labels, split_speeches,
+                                subsample_text)
 from fedaudit.dp_audit.canaries import SampleCanaries, draw_sample_canaries
 from fedaudit.scenario import CanariesConfig, DataConfig, DpAuditConfig, Scenario
 
@@ -22,9 +29,9 @@ from fedaudit.scenario import CanariesConfig, DataConfig, DpAuditConfig, Scenari
 @dataclass(frozen=True)
 class FederatedData:
     name: str
-    x: np.ndarray  # float32 (N, C, H, W); canaries already applied
-    y: np.ndarray  # int64 (N,); canaries already applied
-    classes: tuple[str, ...]
+    x: np.ndarray  # float32 (N, C, H, W); canaries already applied; text: int64 (N, L)
+    y: np.ndarray  # int64 (N,); canaries already applied; text: int64 (N, L) next tokens
+    classes: tuple[str, ...]  # text: the vocabulary
     train: np.ndarray  # global ids of member samples (union of the clients)
     holdout: np.ndarray  # global ids of non-members (attack)
     test: np.ndarray  # global ids for accuracy and r_Qn
@@ -35,6 +42,8 @@ class FederatedData:
     #: split (and removed from ``holdout``), the included ones appended to their client's
     #: ids, their wrong labels already in ``y``; None without a sample-level audit
     dp_canaries: SampleCanaries | None = None
+    #: text data: each sequence's role and speech (Dataset.text); None for images
+    text: TextMeta | None = None
 
     @property
     def num_classes(self) -> int:
@@ -107,6 +116,33 @@ def partition_ids(train: np.ndarray, labels: np.ndarray, num_clients: int, schem
     return parts
 
 
+def partition_data(ids: np.ndarray, y: np.ndarray, text: TextMeta | None, num_clients: int,
+                   d: DataConfig, seed: int) -> list[np.ndarray]:
+    """``ids`` across ``num_clients`` by ``data.partitioner``: :func:`partition_ids` over
+    the samples' labels for images; for text, over the speeches of ``ids`` (labelled by
+    role, so dirichlet / pathological skew the roles a client holds, and
+    ``min_partition_size`` counts speeches), every speech's sequences to its client, and
+    ``speaker`` by :func:`fedaudit.data.text.speaker_clients`."""
+    if text is None:
+        if d.partitioner == "speaker":
+            raise ScenarioError("data.partitioner = 'speaker' needs text data with speaker "
+                                f"roles (e.g. data.dataset = 'shakespeare'), not {d.dataset!r}")
+        return partition_ids(ids, y[ids], num_clients, d.partitioner, seed, alpha=d.alpha,
+                             min_partition_size=d.min_partition_size,
+                             classes_per_client=d.classes_per_client)
+    if d.partitioner == "speaker":
+        return speaker_clients(ids, text, num_clients, d.min_role_sequences)[0]
+    speeches, roles = speech_labels(ids, text)
+    try:
+        parts = partition_ids(speeches, roles, num_clients, d.partitioner, seed,
+                              alpha=d.alpha, min_partition_size=d.min_partition_size,
+                              classes_per_client=d.classes_per_client)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{exc} (text data: the partitioned samples are the "
+                            f"{len(speeches)} training speeches)") from None
+    return [ids[np.isin(text.speech[ids], p)] for p in parts]
+
+
 def inject_canaries(x: np.ndarray, y: np.ndarray, clients: list[np.ndarray], count: int,
                     owners: list[int], kind: str, num_classes: int,
                     seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -175,13 +211,14 @@ def _plant_dp_canaries(y: np.ndarray, holdout: np.ndarray, clients: list[np.ndar
 @functools.lru_cache(maxsize=4)
 def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
                   num_clients: int, dp: DpAuditConfig | None = None) -> FederatedData:
-    ds = _subsample(load_dataset(d), d.max_samples, seed)
+    ds = load_dataset(d)
+    if ds.text is not None:
+        return _build_text(ds, d, can, seed, num_clients, dp)
+    ds = _subsample(ds, d.max_samples, seed)
     if len(ds.y) < 10:
         raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
     train, holdout, test = split_ids(ds.y, d.holdout_fraction, d.test_fraction, seed)
-    clients = partition_ids(train, ds.y[train], num_clients, d.partitioner, seed,
-                            alpha=d.alpha, min_partition_size=d.min_partition_size,
-                            classes_per_client=d.classes_per_client)
+    clients = partition_data(train, ds.y, None, num_clients, d, seed)
     x, y, canary = ds.x, ds.y, np.zeros(len(ds.y), dtype=bool)
     if can.count:
         x, y, canary = inject_canaries(ds.x, ds.y, clients, can.count, list(can.clients),
@@ -194,3 +231,42 @@ def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
         arr.setflags(write=False)
     return FederatedData(ds.name, x, y, ds.classes, np.sort(np.concatenate(clients)), holdout,
                          test, tuple(clients), canary, ds.notes, dp_canaries)
+
+
+def _build_text(ds: Dataset, d: DataConfig, can: CanariesConfig, seed: int, num_clients: int,
+                dp: DpAuditConfig | None) -> FederatedData:
+    """Text data: split and partitioned by speech (:mod:`fedaudit.data.text`).  With
+    ``speaker`` the holdout and test splits keep only the clients' roles, so members and
+    non-members come from the same speakers; the other roles' sequences are in no split."""
+    if can.count:
+        raise ScenarioError(f"canaries.count = {can.count}: the canaries ({can.kind}) are "
+                            f"for images; text data ({ds.name!r}) has none yet; allowed: 0")
+    if dp is not None:
+        raise ScenarioError(f"audit.dp.canaries = {dp.canaries}: sample-level DP canaries "
+                            f"are mislabeled images; text data ({ds.name!r}) has none yet")
+    ds = subsample_text(ds, d.max_samples, seed)
+    text = ds.text
+    assert text is not None
+    if len(ds.y) < 10:
+        raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} sequences; need at least "
+                            "10 (lower data.seq_len)")
+    if d.partitioner == "speaker" and not text.roles:
+        raise ScenarioError(f"data.path = {d.path!r}: no 'NAME:' speeches, which "
+                            "data.partitioner = 'speaker' needs; use data.partitioner = 'iid'")
+    train, holdout, test = split_speeches(text, d.holdout_fraction, d.test_fraction, seed)
+    empty = [n for n, ids in (("train", train), ("holdout", holdout), ("test", test))
+             if not len(ids)]
+    if empty:
+        raise ScenarioError(f"data: the {len(np.unique(text.speech))} speeches of {ds.name!r} "
+                            f"leave the {empty[0]} split empty; use more text or a smaller "
+                            "data.seq_len")
+    clients = partition_data(train, ds.y, text, num_clients, d, seed)
+    if d.partitioner == "speaker":
+        roles = text.speaker[[c[0] for c in clients]]
+        holdout = holdout[np.isin(text.speaker[holdout], roles)]
+        test = test[np.isin(text.speaker[test], roles)]
+    canary = np.zeros(len(ds.y), dtype=bool)
+    for arr in (ds.x, ds.y, canary, text.speaker, text.speech):
+        arr.setflags(write=False)
+    return FederatedData(ds.name, ds.x, ds.y, ds.classes, np.sort(np.concatenate(clients)),
+                         holdout, test, tuple(clients), canary, ds.notes, None, text)

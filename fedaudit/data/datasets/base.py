@@ -1,7 +1,9 @@
 """The dataset type and registry: :class:`Dataset` (what every loader returns: images as
-float32 (N, C, H, W) in [0, 1] and int64 labels; the position of a sample in these arrays
-is its global sample id), :data:`DATASETS` (name -> loader), :func:`register_dataset` and
-:func:`load_dataset`.  The built-in loaders are the other modules of this folder."""
+float32 (N, C, H, W) in [0, 1] and int64 labels, or, for text, int64 token sequences
+(N, L) with their next-token targets (N, L) and a :class:`TextMeta`; the position of a
+sample in these arrays is its global sample id), :data:`DATASETS` (name -> loader),
+:func:`register_dataset` and :func:`load_dataset`.  The built-in loaders are the other
+modules of this folder."""
 
 from __future__ import annotations
 
@@ -15,14 +17,33 @@ from fedaudit.scenario import DataConfig
 
 
 @dataclass(frozen=True)
+class TextMeta:
+    """What a text dataset keeps per sequence besides its tokens: who speaks it and in
+    which speech.  Sequence i is a window of speech ``speech[i]`` (numbered in file
+    order) spoken by role ``roles[speaker[i]]``; ``speaker[i] = -1`` for text outside any
+    ``NAME:`` speech.  The vocabulary is :attr:`Dataset.classes` (token t is the
+    character ``classes[t]``)."""
+    roles: tuple[str, ...]  # role names, in order of first appearance
+    speaker: np.ndarray  # int64 (N,): index into roles, -1 = no role
+    speech: np.ndarray  # int64 (N,): speech index in the file, non-decreasing in i
+
+
+@dataclass(frozen=True)
 class Dataset:
     name: str
-    x: np.ndarray  # float32 (N, C, H, W) in [0, 1]
-    y: np.ndarray  # int64 (N,)
-    classes: tuple[str, ...]
+    x: np.ndarray  # float32 (N, C, H, W) in [0, 1]; text: int64 (N, L) token ids
+    y: np.ndarray  # int64 (N,); text: int64 (N, L), y[i, t] = the token after x[i, t]
+    classes: tuple[str, ...]  # class names; text: the vocabulary (one character each)
     #: what the loader wants the user to know (e.g. skipped files): logged to the run's
     #: run.log and listed in results.json ``warnings``
     notes: tuple[str, ...] = ()
+    #: text datasets only (None for images)
+    text: TextMeta | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"image"`` or ``"text"``."""
+        return "image" if self.text is None else "text"
 
     @property
     def num_classes(self) -> int:
@@ -41,7 +62,8 @@ DATASETS: Registry[str, Callable[[DataConfig], Dataset]] = Registry(
 
 def register_dataset(name: str, *, replace: bool = False, **meta):
     """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``;
-    ``needs_path=True`` makes ``data.path`` required for it."""
+    ``needs_path=True`` makes ``data.path`` required for it, ``kind="text"`` says that it
+    returns token sequences (the scenario checks then ask for a text model)."""
     return DATASETS.register(name, replace=replace, **meta)
 
 
