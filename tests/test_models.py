@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedaudit.models import MODELS, build_model
+from fedaudit.models import MODELS, build_model, build_text_model, reads_tokens
 
 
 @pytest.mark.parametrize("name, c, size", [("mlp", 1, 8), ("cnn", 1, 8), ("cnn", 1, 28),
@@ -18,7 +18,8 @@ def test_output_shape(name, c, size):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_no_batchnorm(name):
-    model = build_model(name, in_channels=3, image_size=32, num_classes=10)
+    model = (build_text_model(name, vocab_size=10, seq_len=8) if reads_tokens(name)
+             else build_model(name, in_channels=3, image_size=32, num_classes=10))
     assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
@@ -40,3 +41,10 @@ def test_seeded_init_is_reproducible_and_isolated():
 def test_unknown_model():
     with pytest.raises(ValueError, match="allowed: "):
         build_model("vgg", in_channels=1, image_size=8, num_classes=10)
+
+
+def test_image_and_text_builders_refuse_the_other_kind():
+    with pytest.raises(ValueError, match="reads token sequences"):
+        build_model("transformer", in_channels=1, image_size=8, num_classes=10)
+    with pytest.raises(ValueError, match="reads images"):
+        build_text_model("cnn", vocab_size=10, seq_len=8)
