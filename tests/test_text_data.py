@@ -246,7 +246,8 @@ def test_text_refuses_image_canaries(tmp_path):
     ({"data": {"partitioner": "speaker"}},
      r"data.partitioner = 'speaker' needs text data .*not 'digits'"),
     ({"model": {"name": "transformer"}},
-     r"model.name = 'transformer': data.dataset = 'digits' is images; allowed: cnn, mlp, resnet18$"),
+     r"model.name = 'transformer': data.dataset = 'digits' is images; "
+     r"allowed: cnn, mlp, resnet18$"),
     ({"data": {"dataset": "shakespeare", "path": "x.txt"}},
      r"model.name = 'cnn': data.dataset = 'shakespeare' is text; allowed: transformer$"),
     ({"data": {"dataset": "shakespeare", "path": "x.txt"},
@@ -259,3 +260,13 @@ def test_scenario_keys_are_checked_in_one_line(sections, message):
     with pytest.raises(ScenarioError, match=message) as exc:
         validate(sections)
     assert "\n" not in str(exc.value)
+
+
+def test_preflight_refuses_a_run_on_text_until_sequences_train(tmp_path):
+    from fedaudit.config.preflight import check_scenario
+
+    p = tmp_path / "play.txt"
+    p.write_text(_play(), encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"^data.dataset = 'shakespeare': .*not "
+                       r"implemented yet \(issue 32\)"):
+        check_scenario(_scenario(p))

@@ -60,7 +60,8 @@ def test_shapes_and_parameter_count():
         model(torch.zeros(1, 81, dtype=torch.long))
     V, L, d = 65, 80, 64  # embeddings, 2 x (2 LN + qkv + out + MLP), final LN, head
     block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
-    assert sum(p.numel() for p in model.parameters()) == V * d + L * d + 2 * block + 2 * d + d * V + V
+    total = V * d + L * d + 2 * block + 2 * d + d * V + V
+    assert sum(p.numel() for p in model.parameters()) == total
 
 
 def test_built_only_of_modules_with_exact_gnq_kernels():
