@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from attacks.registry import ATTACKS, AttackScores, get_attack, needs_references
+from attacks.registry import (ATTACKS, AttackScores, get_attack, needs_references,
+                              needs_vocabulary)
 from fedaudit.metrics import membership_metrics
 
 __all__ = ["NonmemberSample", "sample_nonmembers", "sample_members", "evaluate_attacks"]
@@ -144,6 +145,7 @@ def evaluate_attacks(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     on_method: Callable[[str, float], None] | None = None,
     references: Any = None,
+    vocabulary: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run each attack in ``methods`` once on all samples of ``x``.
 
@@ -151,7 +153,8 @@ def evaluate_attacks(
     ----------
     oracle : the target's :class:`attacks.oracle.Oracle`.
     x, y : samples ``(N, ...)`` and their true labels ``(N,)`` (members and
-        non-members together, in any order).
+        non-members together, in any order); token sequences ``(N, L)`` with their
+        next-token targets ``(N, L)``.
     member_mask : ``(N,)`` 0/1 or bool, 1 = member. Only used for the pooled metrics;
         attacks never see it.
     methods : registered attack names (:data:`attacks.registry.ATTACKS`), no repeats.
@@ -160,6 +163,8 @@ def evaluate_attacks(
     on_method : called as ``on_method(name, seconds)`` after each attack (progress).
     references : :class:`attacks.reference.ReferenceSignals` aligned with ``x``, given to
         the attacks registered with ``references=True`` (required when one is listed).
+    vocabulary : the data's classes (text: the character of each token id), given to the
+        attacks registered with ``vocabulary=True`` (required when one is listed).
 
     Returns
     -------
@@ -172,8 +177,9 @@ def evaluate_attacks(
     n = _length(x, "x")
     labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     mask = np.asarray(member_mask)
-    if labels.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) like x, got {labels.shape}")
+    if labels.shape != (n,) and labels.shape != tuple(np.shape(x)[:2]):
+        raise ValueError(f"y must have shape ({n},) like x (or x's (N, L) for sequences), "
+                         f"got {labels.shape}")
     if mask.shape != (n,):
         raise ValueError(f"member_mask must have shape ({n},) like x, got {mask.shape}")
     if n == 0:
@@ -198,12 +204,18 @@ def evaluate_attacks(
     need = [m for m in methods if needs_references(m)]
     if need and references is None:
         raise ValueError(f"attack(s) {', '.join(need)} need reference models (references=)")
+    words = [m for m in methods if needs_vocabulary(m)]
+    if words and vocabulary is None:
+        raise ValueError(f"attack(s) {', '.join(words)} need the data's vocabulary "
+                         "(vocabulary=)")
 
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
         opts = dict(options.get(name) or {})
         if name in need:
             opts["references"] = references
+        if name in words:
+            opts["vocabulary"] = vocabulary
         q0 = oracle.queries
         t0 = time.perf_counter()
         out = fn(oracle, x, labels, **opts)

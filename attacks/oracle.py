@@ -2,7 +2,10 @@
 
 The attacker in fedaudit never touches weights, gradients or logits. :class:`Oracle` wraps
 a ``torch.nn.Module`` that returns logits and exposes only ``predict_proba`` (softmax
-probabilities, or one-hot labels in label-only mode) plus a query counter. The model is
+probabilities, or one-hot labels in label-only mode) plus a query counter.  A classifier
+gives (N, classes); a model of token sequences (int64 inputs (N, L)) gives (N, L, V), the
+next-token distribution at every position (the attacks score the target's probability
+along the last axis, :mod:`attacks.baselines`). The model is
 kept in a closure rather than an attribute, so ``parameters``, ``state_dict``,
 ``named_parameters`` and gradients are not reachable through the oracle's public
 attributes. (Python cannot truly hide an object: a determined caller can dig through
@@ -34,7 +37,8 @@ def _reference_tensor(model: nn.Module) -> torch.Tensor | None:
 def _make_query_fn(
     model: nn.Module, device: torch.device, dtype: torch.dtype, batch_size: int
 ) -> Callable[[torch.Tensor | np.ndarray], np.ndarray]:
-    """Return ``f(x) -> (N, classes) float64 probabilities``; the model lives only here."""
+    """Return ``f(x) -> (N, classes)`` (or ``(N, L, V)``) float64 probabilities; the
+    model lives only here."""
 
     def query(x: torch.Tensor | np.ndarray) -> np.ndarray:
         model.eval()  # every query, in case the owner switched the model back to train()
@@ -48,9 +52,10 @@ def _make_query_fn(
                 # left alone, so uint8 images fail loudly instead of being fed as 0..255
                 chunk = chunk.to(device=device, dtype=dtype if chunk.is_floating_point() else None)
                 logits = model(chunk)
-                if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+                if not isinstance(logits, torch.Tensor) or logits.ndim not in (2, 3):
                     raise RuntimeError(
-                        "the model must return a (batch, classes) tensor of logits, got "
+                        "the model must return a (batch, classes) or (batch, length, "
+                        "vocabulary) tensor of logits, got "
                         + (
                             f"shape {tuple(logits.shape)}"
                             if isinstance(logits, torch.Tensor)
@@ -58,7 +63,7 @@ def _make_query_fn(
                         )
                     )
                 # softmax in float64: members' confidences sit very close to 1
-                out.append(torch.softmax(logits.to(torch.float64), dim=1).cpu().numpy())
+                out.append(torch.softmax(logits.to(torch.float64), dim=-1).cpu().numpy())
         return np.concatenate(out, axis=0)
 
     return query
@@ -154,7 +159,9 @@ class Oracle:
         """Query the model on ``x`` (``(N, ...)``, e.g. ``(N, C, H, W)``).
 
         Returns an ``(N, classes)`` float64 array: ``softmax(logits)``, or in label-only
-        mode the one-hot encoding of ``argmax(logits)``. Adds ``N`` to ``queries``.
+        mode the one-hot encoding of ``argmax(logits)``; for a model of token sequences
+        (integer ``x`` (N, L)) ``(N, L, V)``, the softmax at every position (label-only:
+        one-hot per position). Adds ``N`` to ``queries`` (a sequence is one query).
         """
         if not isinstance(x, (torch.Tensor, np.ndarray)):
             raise TypeError(f"x must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
@@ -165,18 +172,20 @@ class Oracle:
         n = int(x.shape[0])
         if n == 0:
             k = self._num_classes or 0
-            return np.zeros((0, k), dtype=np.float64)
+            tokens = x.ndim == 2 and not (x.is_floating_point() if isinstance(x, torch.Tensor)
+                                          else x.dtype.kind == "f")
+            return np.zeros((0, x.shape[1], k) if tokens else (0, k), dtype=np.float64)
         proba = self._query(x)
         self._queries += n
         if self._num_classes is None:
-            self._num_classes = int(proba.shape[1])
-        elif proba.shape[1] != self._num_classes:
+            self._num_classes = int(proba.shape[-1])
+        elif proba.shape[-1] != self._num_classes:
             raise RuntimeError(
-                f"the model returned {proba.shape[1]} classes, expected {self._num_classes}"
+                f"the model returned {proba.shape[-1]} classes, expected {self._num_classes}"
             )
         if self._label_only:
             onehot = np.zeros_like(proba)
-            onehot[np.arange(n), proba.argmax(axis=1)] = 1.0
+            np.put_along_axis(onehot, proba.argmax(axis=-1)[..., None], 1.0, axis=-1)
             return onehot
         return proba
 

@@ -29,9 +29,12 @@ import numpy as np
 from fedaudit.options import Field
 from fedaudit.registry import Registry
 
-__all__ = ["ATTACKS", "AttackFn", "register_attack", "get_attack", "attack_names",
-           "attack_label", "attack_options", "needs_references", "server_view",
-           "trains_references"]
+__all__ = ["ATTACKS", "AttackFn", "DATA_KINDS", "register_attack", "get_attack",
+           "attack_names", "attack_label", "attack_options", "attack_data", "needs_references",
+           "needs_vocabulary", "server_view", "trains_references"]
+
+#: the kinds of data an attack can declare it scores (``Dataset.kind``)
+DATA_KINDS = ("image", "text")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ def _check(name: str, fn: Any, meta: dict) -> None:
     if bad:
         raise TypeError(f"attack {name!r}: option {bad[0]!r} must be a fedaudit.options.Field "
                         "(see fedaudit.options.option)")
+    kinds = meta.get("data")
+    if not kinds or any(k not in DATA_KINDS for k in kinds):
+        raise TypeError(f"attack {name!r}: data = {kinds!r}; allowed: a non-empty tuple of "
+                        f"{', '.join(DATA_KINDS)}")
 
 
 #: name -> attack function, with meta ``label`` (for tables and figures) and ``options``
@@ -70,7 +77,8 @@ ATTACKS: Registry[str, Callable[..., np.ndarray]] = Registry(
 def register_attack(name: str, *, label: str | None = None,
                     options: Mapping[str, Field] | None = None,
                     cost: Callable[..., float] | None = None, references: bool = False,
-                    server_view: bool = False, replace: bool = False):
+                    server_view: bool = False, data: tuple[str, ...] = ("image",),
+                    vocabulary: bool = False, replace: bool = False):
     """Decorator: register ``fn(oracle, x, y, **options)`` under ``name`` (lowercase
     letters, digits, ``-``, ``_``).  ``label`` names it in tables (default: the name);
     ``options`` declares its keyword options: they become the scenario table
@@ -80,14 +88,21 @@ def register_attack(name: str, *, label: str | None = None,
     :class:`attacks.reference.ReferenceSignals` (reference models' outputs; the run
     trains them, :mod:`fedaudit.audit.references`).  ``server_view=True``: the attack scores a
     client's model as the server received it, with the other clients' models of the round
-    as its references (FedMIA); it runs on the ``clients`` target only.
+    as its references (FedMIA); it runs on the ``clients`` target only.  ``data``: the
+    kinds of data it scores, of :data:`DATA_KINDS` (default images only: an attack that
+    says nothing is taken to assume class labels (N,); one that lists ``"text"`` also
+    gets token sequences (N, L) with next-token targets (N, L) and the oracle's (N, L, V)
+    probabilities); a scenario that lists it for other data is refused by validation.
+    ``vocabulary=True``: the attack also gets ``vocabulary=`` the data's classes (text:
+    one character per token id), e.g. to decode a sequence into its text (zlib).
 
     Registering a different function under a taken name raises ``ValueError`` (unless
     ``replace``); re-registering the same function (e.g. a module reload) replaces it.
     """
     return ATTACKS.register(name, replace=replace, label=label or name,
                             options=dict(options or {}), cost=cost, references=references,
-                            server_view=server_view)
+                            server_view=server_view, data=tuple(data),
+                            vocabulary=bool(vocabulary))
 
 
 def attack_names() -> list[str]:
@@ -108,6 +123,16 @@ def attack_label(name: str) -> str:
 def needs_references(name: str) -> bool:
     """Whether the attack scores with reference models (``references=True``)."""
     return bool(ATTACKS.meta(name).get("references"))
+
+
+def attack_data(name: str) -> tuple[str, ...]:
+    """The kinds of data the attack scores (``data=`` at registration)."""
+    return tuple(ATTACKS.meta(name).get("data", ("image",)))
+
+
+def needs_vocabulary(name: str) -> bool:
+    """Whether the attack takes ``vocabulary=`` (``vocabulary=True``)."""
+    return bool(ATTACKS.meta(name).get("vocabulary"))
 
 
 def server_view(name: str) -> bool:

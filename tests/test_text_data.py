@@ -262,11 +262,9 @@ def test_scenario_keys_are_checked_in_one_line(sections, message):
     assert "\n" not in str(exc.value)
 
 
-def test_preflight_refuses_a_run_on_text_until_sequences_train(tmp_path):
+def test_preflight_accepts_a_run_on_text(tmp_path):
     from fedaudit.config.preflight import check_scenario
 
     p = tmp_path / "play.txt"
     p.write_text(_play(), encoding="utf-8")
-    with pytest.raises(ScenarioError, match=r"^data.dataset = 'shakespeare': .*not "
-                       r"implemented yet \(issue 32\)"):
-        check_scenario(_scenario(p))
+    assert check_scenario(_scenario(p)).attack.methods == ("loss", "zlib")

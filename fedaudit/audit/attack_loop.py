@@ -98,7 +98,7 @@ def attack(ctx: AuditContext, target: Target, tracker: AttackTracker | None = No
     x, y = ctx.samples(ids)
     raw = evaluate_attacks(oracle, x, y, member, target.methods, ctx.attack_options,
                            on_method=tracker.method_done if tracker is not None else None,
-                           references=refs)
+                           references=refs, vocabulary=ctx.data.classes)
     res = TargetResult(target, ids, member, raw, {})
     for method, r in raw.items():
         pooled = result_metrics(r["metrics"])

@@ -50,7 +50,7 @@ from attacks.oracle import Oracle
 from attacks.augment import augmented_views
 from attacks.reference import ReferenceSignals, TuningSignals
 from fedaudit.audit.targets.base import uses_references
-from fedaudit.data import FederatedData, partition_ids
+from fedaudit.data import FederatedData, partition_data
 from fedaudit.errors import ScenarioError
 from fedaudit.quant import quantize
 from fedaudit.rundir import atomic_torch_save, cache_root
@@ -198,12 +198,11 @@ class ReferenceJob:
 def reference_job(scenario: Scenario, data: FederatedData, index: int, ids: np.ndarray,
                   seed: int) -> ReferenceJob:
     """``ids`` partitioned like the target's training set (``data.partitioner`` over
-    ``federation.num_clients``, seeded by the reference's seed)."""
-    fed, d = scenario.federation, scenario.data
+    ``federation.num_clients``, seeded by the reference's seed; text: whole speeches,
+    :func:`fedaudit.data.federated.partition_data`)."""
+    fed = scenario.federation
     try:
-        clients = partition_ids(ids, data.y[ids], fed.num_clients, d.partitioner, seed,
-                                alpha=d.alpha, min_partition_size=d.min_partition_size,
-                                classes_per_client=d.classes_per_client)
+        clients = partition_data(ids, data.y, data.text, fed.num_clients, scenario.data, seed)
     except ScenarioError as exc:
         raise ScenarioError(f"reference models ({len(ids)} samples each): {exc}") from None
     return ReferenceJob(index, ids, seed, tuple(np.asarray(c, dtype=np.int64) for c in clients))

@@ -43,9 +43,8 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
             mine = samples["score"][samples["client"] == c]
             gnq["sample_mean"] = float(mine.mean()) if len(mine) else None
             gnq["sample_max"] = float(mine.max()) if len(mine) else None
-        labels = np.bincount(data.y[data.clients[c]], minlength=data.num_classes)
         clients.append({"client": c, "num_examples": int(len(data.clients[c])),
-                        "label_histogram": labels.tolist(), "gnq": gnq, "attacks": {}})
+                        **_histograms(data, data.clients[c]), "gnq": gnq, "attacks": {}})
     results: dict[str, Any] = {
         "fedaudit_version": __version__,
         "seed": scenario.seed,
@@ -64,9 +63,26 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
         + [{"round": r["round"], "message": r["warning"]}
            for r in recorder.rounds if r.get("warning")],
     }
+    if data.text is not None:
+        results["data"]["text"] = {"seq_len": int(data.x.shape[1]),
+                                   "roles": len(data.text.roles),
+                                   "speeches": int(len(np.unique(data.text.speech)))}
     if samples is not None and data.canary.any():
         results["canaries"] = canary_ranks(samples)
     return results
+
+
+def _histograms(data: FederatedData, ids: np.ndarray) -> dict[str, Any]:
+    """A client's ``label_histogram`` (images: samples per class; text: target tokens
+    per character of the vocabulary, over all its sequences) and, for text, ``roles``:
+    its sequences per speaking role (``"-"``: text of no role)."""
+    out: dict[str, Any] = {"label_histogram": np.bincount(
+        data.y[ids].ravel(), minlength=data.num_classes).tolist()}
+    if data.text is not None:
+        spk, counts = np.unique(data.text.speaker[ids], return_counts=True)
+        out["roles"] = {(data.text.roles[r] if r >= 0 else "-"): int(n)
+                        for r, n in zip(spk, counts)}
+    return out
 
 
 def add_defense_results(results: dict, scenario: Scenario, recorder, *,

@@ -10,6 +10,12 @@ client's set is balanced and a skewed (non-IID) client is not "detected" by its 
 Pooled metrics use every distinct scored sample once: all clients' members against the
 union of their non-members (clients draw from one pool, so concatenating their sets would
 count a pool sample several times and overstate the FPR resolution).
+
+Text data (sequences of speeches) has no class per sample; non-members are matched on the
+speaking role instead (``data.text.speaker``, -1 for text of no role): each client's
+non-members have its members' role histogram, so a client's style is no membership
+signal.  With the ``speaker`` partitioner a client is one role and its non-members are
+that role's held-out speeches (the pool keeps only the clients' roles).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from fedaudit.scenario import Scenario
 log = logging.getLogger("fedaudit")
 
 __all__ = ["ClientAuditSet", "PooledAuditSet", "attack_options", "attack_sets",
-           "client_audit_set", "pooled_audit_set", "result_metrics"]
+           "client_audit_set", "match_labels", "pooled_audit_set", "result_metrics"]
 
 
 @dataclass(frozen=True)
@@ -92,12 +98,20 @@ def attack_sets(scenario: Scenario, data: FederatedData,
         if cfg.members_per_client:
             cap = min(cap, cfg.members_per_client)
         members = sample_members(ids, cap if cap < len(ids) else None, rng)
-        draw = sample_nonmembers(data.y[members], data.y[pool], rng)
+        labels = match_labels(data)
+        draw = sample_nonmembers(labels[members], labels[pool], rng)
         if draw.mismatched:
-            log.warning("client %d: holdout lacks %d class-matched non-members (topped up "
-                        "from other classes)", c, draw.mismatched)
+            log.warning("client %d: holdout lacks %d %s-matched non-members (topped up "
+                        "from other %s)", c, draw.mismatched,
+                        *(("role", "roles") if data.text is not None else ("class", "classes")))
         sets.append(ClientAuditSet(members, pool[draw.indices], draw.mismatched))
     return sets
+
+
+def match_labels(data: FederatedData) -> np.ndarray:
+    """What non-members are matched on, per global sample id: the class label (images)
+    or the speaking role (text)."""
+    return data.y if data.text is None else data.text.speaker
 
 
 def client_audit_set(s: ClientAuditSet) -> tuple[np.ndarray, np.ndarray]:

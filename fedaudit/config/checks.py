@@ -5,6 +5,7 @@ asked of it (``check(scenario)``), so these functions hold only the federation's
 
 from __future__ import annotations
 
+from attacks.registry import attack_data
 from fedaudit.config.schema import _defenses, _registries, _stages
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import Scenario
@@ -47,8 +48,10 @@ def check_cross(s: Scenario, source: str) -> None:
 
 def _check_text(s: Scenario, source: str) -> None:
     """Text data needs a model of token sequences (and the reverse), ``speaker`` needs
-    text data, and a transformer's heads must divide its width."""
-    datasets, models = _registries()[:2]
+    text data, a transformer's heads must divide its width, and every listed attack must
+    score the data's kind (its ``data=`` at registration: Res-MIA erodes images, LiRA,
+    RMIA and FedMIA use class confidences, zlib decodes text)."""
+    datasets, models, _, attacks = _registries()
     d, m = s.data, s.model
     text = datasets.meta(d.dataset).get("kind") == "text"
     tokens = models.meta(m.name).get("inputs") == "tokens"
@@ -63,3 +66,12 @@ def _check_text(s: Scenario, source: str) -> None:
     if tokens and m.width % m.heads:
         raise ScenarioError(f"{source}: model.heads = {m.heads}: must divide model.width = "
                             f"{m.width}")
+    kind = "text" if text else "image"
+    wrong = [n for n in s.attack.methods if kind not in attack_data(n)] if s.attack.enabled \
+        else []
+    if wrong:
+        fits = sorted(n for n in attacks.names() if kind in attack_data(n))
+        raise ScenarioError(f"{source}: attack.methods lists {', '.join(map(repr, wrong))}, "
+                            f"which score{'s' if len(wrong) == 1 else ''} "
+                            f"{' and '.join(attack_data(wrong[0]))} data only; data.dataset "
+                            f"= {d.dataset!r} is {kind}; allowed: {', '.join(fits)}")

@@ -62,10 +62,6 @@ def check_scenario(scenario: Scenario) -> Scenario:
     schema-validated scenario."""
     check_resources(scenario)
     data = build_federated_data(scenario)
-    if data.text is not None:  # docs/architecture.md section 8 lists what is missing
-        raise ScenarioError(f"data.dataset = {scenario.data.dataset!r}: text data loads, "
-                            "partitions and has a model, but training and attacks on "
-                            "sequences are not implemented yet (issue 32); no run can use it")
     check_attack_options(scenario, tuple(data.x.shape[1:]))
     from fedaudit.audit.stages import check_stage_data
 

@@ -71,6 +71,8 @@ def _check_checkpoints(value: str) -> str | None:
 
 #: the attacks a scenario runs unless it says otherwise (registered ones can be added)
 DEFAULT_ATTACKS = ("resmia", "loss", "confidence", "entropy", "mentropy")
+#: ``attack.methods`` when a scenario on text data does not list it (Res-MIA erodes images)
+DEFAULT_TEXT_ATTACKS = ("loss", "zlib")
 
 
 def _check_methods(methods: list[str]) -> str | None:
@@ -240,7 +242,8 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     },
     "attack": {
         "enabled": _f(bool, True, "run the black-box membership attacks"),
-        "methods": _f(list, list(DEFAULT_ATTACKS), "attacks to run (registered attacks)",
+        "methods": _f(list, list(DEFAULT_ATTACKS), "attacks to run (registered attacks; text "
+                      "data: default loss, zlib)",
                       item_types=(str,), item_choices=lambda: _registries()[3].names(),
                       check=_check_methods),
         "targets": _f(list, ["global", "quantized"], "what the attacks target (registered "

@@ -28,6 +28,11 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _default_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each sample's own loss: the cross-entropy of (B, C) logits, or for (B, L, V)
+    next-token logits the sequence's mean token NLL (the training loss of
+    :mod:`fedaudit.training.losses`, a layer above)."""
+    if outputs.ndim == 3:
+        return F.cross_entropy(outputs.transpose(1, 2), targets, reduction="none").mean(1)
     return F.cross_entropy(outputs, targets, reduction="none")
 
 
@@ -54,7 +59,8 @@ def gnq_scores(
             hooks are left unchanged.
         inputs, targets: one batch (batch on dim 0).
         loss_fn: ``loss_fn(outputs, targets)`` -> per-sample losses (B,); default
-            cross-entropy with ``reduction="none"``.
+            cross-entropy with ``reduction="none"`` (for (B, L, V) outputs the mean token
+            NLL of each sequence).
         lam: ridge lambda (absolute, or ignored in favour of ``rho`` in relative mode).
         method: ``"ghost"`` builds K from per-layer ghost kernels (Li et al., arXiv
             2110.05679) in float64; ``"naive"`` materialises per-sample gradients with

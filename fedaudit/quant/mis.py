@@ -97,14 +97,20 @@ def mis_from_balanced_accuracy(balanced_accuracy: float) -> float:
 def membership_features(logits: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray) -> np.ndarray:
     """Per-sample behaviour of a released model, the discriminator's input (float64):
     columns ``FEATURE_NAMES`` = cross-entropy loss, probability of the true class, largest
-    probability, entropy of the softmax.
+    probability, entropy of the softmax.  For sequences (logits (N, L, V), next-token
+    targets (N, L)) each feature is computed per token and averaged over the sequence's
+    L tokens (the loss column is then the mean token NLL, the training loss).
 
     Raises:
-        ValueError: logits not 2-D, labels not 1-D of the same length, a label outside
-            ``[0, classes)``, or non-finite logits.
+        ValueError: logits not 2-D (or 3-D with (N, L) labels), labels not 1-D of the same
+            length, a label outside ``[0, classes)``, or non-finite logits.
     """
     z = torch.as_tensor(logits).detach().to(torch.float64).cpu()
     y = torch.as_tensor(labels).detach().cpu()
+    if z.ndim == 3 and tuple(y.shape) == tuple(z.shape[:2]):
+        n, length, v = z.shape
+        per_token = membership_features(z.reshape(n * length, v), y.reshape(n * length))
+        return per_token.reshape(n, length, -1).mean(axis=1)
     if z.ndim != 2:
         raise ValueError(f"logits must be 2-D (samples x classes), got shape {tuple(z.shape)}")
     if y.ndim != 1 or y.shape[0] != z.shape[0]:

@@ -56,7 +56,9 @@ def section_header(run: RunData) -> str:
         facts.append(("data", html.escape(
             f"{data.get('dataset', '?')}: {data.get('train', '?')} train / "
             f"{data.get('holdout', '?')} holdout / {data.get('test', '?')} test, "
-            f"{data.get('num_classes', '?')} classes")))
+            + (f"{data.get('num_classes', '?')} classes" if not data.get("text") else
+               f"sequences of {data['text'].get('seq_len', '?')} characters over "
+               f"{data.get('num_classes', '?')}, {data['text'].get('roles', '?')} roles"))))
     if fed:
         facts.append(("federation", html.escape(
             f"{fed.get('num_clients', '?')} clients, {fed.get('rounds', '?')} rounds, "

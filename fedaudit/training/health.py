@@ -28,10 +28,15 @@ class ChanceLevel:
 
 
 def chance_level(y_test: np.ndarray) -> ChanceLevel:
-    """The accuracy of always predicting the majority test class, and its noise bound."""
+    """The accuracy of always predicting the majority test class, and its noise bound;
+    for sequences, y_test (N, L), over every target token (the accuracy a text run
+    reports is per token: always predicting the most frequent character)."""
     y = np.asarray(y_test)
+    if y.ndim == 2:
+        y = y.ravel()
     if y.ndim != 1 or len(y) == 0:
-        raise ValueError(f"y_test must be a non-empty 1-D array, got shape {y.shape}")
+        raise ValueError(f"y_test must be a non-empty 1-D array (or (N, L) targets), got "
+                         f"shape {y.shape}")
     p0 = float(np.bincount(y).max() / len(y))
     return ChanceLevel(p0, p0 + NOISE_SIGMAS * math.sqrt(p0 * (1 - p0) / len(y)))
 

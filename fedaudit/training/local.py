@@ -1,4 +1,5 @@
-"""Local training and evaluation loops in plain torch."""
+"""Local training and evaluation loops in plain torch, for images and token sequences
+(the loss of a sample: :mod:`fedaudit.training.losses`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from fedaudit.gnq import GhostAuditor, gnq_from_gram_options
 from fedaudit.scenario import GnqConfig, TrainConfig
+from fedaudit.training.losses import batch_loss, correct, sample_losses, summed_loss
 
 
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -96,13 +97,13 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
             opt.zero_grad(set_to_none=True)
             if auditor is not None:
                 with auditor.capture():
-                    loss = F.cross_entropy(model(xb), yb)
+                    loss = batch_loss(model(xb), yb)
                     loss.backward()
                 gnq_scores.append(auditor.scores().cpu().numpy())
                 gnq_ids.append(ids[idx.numpy()])
                 gnq_epochs.append(np.full(len(idx), epoch))
             else:
-                loss = F.cross_entropy(model(xb), yb)
+                loss = batch_loss(model(xb), yb)
                 loss.backward()
             opt.step()
             total += float(loss.detach())
@@ -187,7 +188,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
                     b = len(yb)
                     dp_opt.zero_grad(set_to_none=True)
                     # the batch mean (Opacus' loss_reduction="mean"); 0 for an empty batch
-                    loss = F.cross_entropy(dp_model(xb), yb, reduction="sum") / max(b, 1)
+                    loss = summed_loss(dp_model(xb), yb) / max(b, 1)
                     loss.backward()
                     if gnq is not None and b > 0:
                         gnq_scores.append(dp_clipped_gnq(dp_opt.grad_samples, clip_norm, gnq)
@@ -286,20 +287,24 @@ def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float,
 @torch.inference_mode()
 def per_sample_losses(model: nn.Module, x: np.ndarray, y: np.ndarray, *,
                       device: torch.device, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """Per-sample cross-entropy losses (float64) and correctness (bool) in eval mode."""
+    """Per-sample losses (float64, :func:`fedaudit.training.losses.sample_losses`: the
+    cross-entropy of an image, the mean token NLL of a sequence) and correctness (bool:
+    (N,) for images, (N, L) per token for sequences) in eval mode."""
     model.to(device).eval()
-    losses, correct = [], []
+    losses, hits = [], []
     for start in range(0, len(y), batch_size):
         xb = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size])).to(device)
         yb = torch.from_numpy(np.ascontiguousarray(y[start:start + batch_size])).to(device)
         out = model(xb)
-        losses.append(F.cross_entropy(out.double(), yb, reduction="none").cpu().numpy())
-        correct.append((out.argmax(1) == yb).cpu().numpy())
-    return np.concatenate(losses), np.concatenate(correct)
+        losses.append(sample_losses(out.double(), yb).cpu().numpy())
+        hits.append(correct(out, yb).cpu().numpy())
+    return np.concatenate(losses), np.concatenate(hits)
 
 
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, *, device: torch.device,
              batch_size: int = 1024) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy loss)."""
-    losses, correct = per_sample_losses(model, x, y, device=device, batch_size=batch_size)
-    return float(correct.mean()), float(losses.mean())
+    """(accuracy, mean loss): for sequences the accuracy is per token (next-character
+    accuracy over all N L targets) and the loss the mean over sequences of their mean
+    token NLL (all sequences have L tokens, so also the token mean)."""
+    losses, hits = per_sample_losses(model, x, y, device=device, batch_size=batch_size)
+    return float(hits.mean()), float(losses.mean())
