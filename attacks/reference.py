@@ -12,6 +12,12 @@ The scoring functions (:func:`lira_scores`, :func:`rmia_scores`) are pure functi
 arrays, validated like scikit-learn's metrics; the registered attacks query the target
 once per audit sample (RMIA: plus once per population sample, shared by all samples).
 Higher score = more likely a member, as for every attack here.
+
+Sequences (text data): a sequence is one two-outcome sample [pbar, 1 - pbar], pbar its
+geometric-mean target probability (:mod:`attacks.sequences`); the target's outputs are
+reduced here, the references' when the auditor collects them (:mod:`fedaudit.audit.
+references`), so :class:`ReferenceSignals` hold (R, N, 2) on text.  LiRA's augmented
+queries are images only.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from numpy.typing import ArrayLike
 from attacks.augment import AUGMENTATIONS, augmented_views
 from attacks.registry import AttackScores, register_attack
 from attacks.rmia_tuning import A_GRID, tune_offline_a
+from attacks.sequences import as_outcomes, outcome_labels
 from fedaudit.options import option
 
 __all__ = ["A_GRID", "ReferenceSignals", "TuningSignals", "lira_scores", "lira_scores_augmented",
@@ -293,15 +300,16 @@ def _lira_cost(shape: Any, augment: str = "none", **_: Any) -> float:
     return float(len(augmented_views(np.zeros((1, *shape), dtype=np.float32), augment)))
 
 
-@register_attack("lira", label="LiRA", options=LIRA_OPTIONS, cost=_lira_cost, references=True)
+@register_attack("lira", label="LiRA", options=LIRA_OPTIONS, cost=_lira_cost, references=True,
+                 data=("image", "text"))
 def lira_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
                 fixed_variance: bool = True, augment: str = "none") -> AttackScores:
     """LiRA against the oracle: the statistic of the true label on each sample (and, with
     ``augment``, on each of its augmented views: one query per view)."""
     labels = np.asarray(y)
     if augment == "none":
-        target = logit_confidence(oracle.predict_proba(x), labels)
-        refs = logit_confidence(references.probs, labels)
+        target = logit_confidence(*as_outcomes(oracle.predict_proba(x), labels))
+        refs = logit_confidence(references.probs, outcome_labels(labels))
         scores = lira_scores(target, refs, references.in_mask, fixed_variance=fixed_variance)
         return AttackScores(scores, {"augment": "none", "queries_per_view": 1})
     if references.views is None or references.augment != augment:
@@ -319,12 +327,12 @@ def _tuned_a(references: ReferenceSignals) -> tuple[float, dict]:
     t = references.tuning
     if t is None:
         raise ValueError("rmia a = 'auto' needs tuning signals (offline references)")
-    p = _true_label_probs(t.probs, np.asarray(t.y))
+    p = _true_label_probs(t.probs, outcome_labels(np.asarray(t.y)))
     return tune_offline_a(p[0], p[1:], t.in_mask[0], t.in_mask[1:])
 
 
 @register_attack("rmia", label="RMIA", options=RMIA_OPTIONS, cost=_population_cost,
-                 references=True)
+                 references=True, data=("image", "text"))
 def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
                 gamma: float = 1.0, a: float | str = "auto",
                 population: int | None = None) -> AttackScores:
@@ -344,14 +352,17 @@ def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
         else:
             offline_a = float(a)
             info = {"a": offline_a, "a_tuned": False}
-    tx = _true_label_probs(np.asarray(oracle.predict_proba(x), dtype=np.float64), labels)
-    tz = _true_label_probs(np.asarray(oracle.predict_proba(zx), dtype=np.float64), zy)
-    rx = _true_label_probs(references.probs, labels)
-    rz = _true_label_probs(references.population_probs[:, z], zy)
+    tx = _true_label_probs(*as_outcomes(np.asarray(oracle.predict_proba(x), dtype=np.float64),
+                                        labels))
+    tz = _true_label_probs(*as_outcomes(np.asarray(oracle.predict_proba(zx), dtype=np.float64),
+                                        zy))
+    rx = _true_label_probs(references.probs, outcome_labels(labels))
+    rz = _true_label_probs(references.population_probs[:, z], outcome_labels(zy))
     return AttackScores(rmia_scores(tx, rx, tz, rz, gamma=gamma, offline_a=offline_a), info)
 
 
-@register_attack("fedmia", label="FedMIA", references=True, server_view=True)
+@register_attack("fedmia", label="FedMIA", references=True, server_view=True,
+                 data=("image", "text"))
 def fedmia_attack(oracle: Any, x: Any, y: Any, *,
                   references: ReferenceSignals) -> np.ndarray:
     """FedMIA (Zhu et al. 2024, "all for one", arXiv 2402.06289) for one client's model in
@@ -361,6 +372,6 @@ def fedmia_attack(oracle: Any, x: Any, y: Any, *,
     curious server runs it (``attack.targets`` = clients); the combination over rounds is
     in :mod:`fedaudit.audit.targets.client_models`."""
     labels = np.asarray(y)
-    target = logit_confidence(oracle.predict_proba(x), labels)
-    others = logit_confidence(references.probs, labels)
+    target = logit_confidence(*as_outcomes(oracle.predict_proba(x), labels))
+    others = logit_confidence(references.probs, outcome_labels(labels))
     return lira_scores(target, others, None, fixed_variance=False)

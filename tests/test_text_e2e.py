@@ -96,3 +96,26 @@ def test_text_scenario_runs_end_to_end(tmp_path):
                 for m, a in r["attacks"].items()}
 
     assert metrics(resumed) == metrics(res)
+
+
+def test_reference_attacks_on_text_end_to_end(tmp_path):
+    """LiRA and RMIA with reference federations trained like the target (whole speeches
+    per client), FedMIA on the clients' models: each sequence scored by its geometric-mean
+    target probability (attacks.sequences)."""
+    play = write_play(tmp_path / "play.txt")
+    args = [sys.executable, "-m", "fedaudit.cli", "run",
+            str(ROOT / "scenarios" / "shakespeare-small.toml"), "--out", str(tmp_path),
+            "--no-report", "--cache", str(tmp_path / "cache"), "--set", f"data.path={play}"]
+    for s in [*TINY[1:], "federation.num_clients=4", "audit.quantization.enabled=false",
+              "attack.methods=['loss', 'lira', 'rmia', 'fedmia']",
+              "attack.targets=['global', 'clients']", "attack.reference.models=2",
+              "attack.reference.allow_smaller=true", "attack.rmia.a=0.3"]:
+        args += ["--set", s]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((Path(proc.stdout.strip().splitlines()[-1]) / "results.json").read_text())
+    assert set(res["attacks"]) == {"loss", "lira", "rmia"}
+    assert res["attacks"]["lira"]["reference_models"] == 2
+    assert all(0 <= res["attacks"][m]["auc"] <= 1 for m in res["attacks"])
+    assert res["references"]["models"] == 2 and res["references"]["trained"] == 2
+    assert 0 <= res["server_view"]["pooled"]["fedmia"]["auc"] <= 1

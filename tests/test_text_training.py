@@ -241,18 +241,52 @@ def test_text_defaults_to_loss_and_zlib_and_nonmembers_match_roles(tmp_path):
         assert len(sets.nonmembers) == len(sets.members)
 
 
-@pytest.mark.parametrize("methods, refused", [
-    (["loss", "resmia"], "'resmia', which scores image data only"),
-    (["lira"], "'lira', which scores image data only"),
-])
-def test_image_attacks_are_refused_for_text_in_one_line(tmp_path, methods, refused):
+def test_resmia_is_refused_for_text_in_one_line(tmp_path):
     p = tmp_path / "play.txt"
     p.write_text(_play(), encoding="utf-8")
-    with pytest.raises(ScenarioError, match=refused) as exc:
-        validate(_text_sections(p, methods=methods))
+    with pytest.raises(ScenarioError, match="'resmia', which scores image data only") as exc:
+        validate(_text_sections(p, methods=["loss", "resmia"]))
     msg = str(exc.value)
     assert "\n" not in msg and "data.dataset = 'shakespeare' is text" in msg
-    assert msg.endswith("allowed: confidence, entropy, loss, mentropy, zlib")
+    assert msg.endswith("allowed: confidence, entropy, fedmia, lira, loss, mentropy, rmia, "
+                        "zlib")
+
+
+def test_lira_augmented_queries_are_refused_for_text(tmp_path):
+    from fedaudit.config.preflight import check_scenario
+
+    p = tmp_path / "play.txt"
+    p.write_text(_play(), encoding="utf-8")
+    sections = _text_sections(p, methods=["lira"])
+    sections["attack.lira"] = {"augment": "flip"}
+    with pytest.raises(ScenarioError, match=r"^attack.lira: augment = 'flip' needs images .*"
+                       r"use augment = 'none' \(the data's samples are 8\)$"):
+        check_scenario(validate(sections))
+
+
+def test_a_sequence_as_two_outcomes_by_hand():
+    from attacks.reference import ReferenceSignals, lira_attack, lira_scores, logit_confidence
+    from attacks.sequences import as_outcomes
+
+    p = np.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]],
+                  [[0.2, 0.2, 0.6], [0.3, 0.3, 0.4]]])  # 2 sequences of 2 tokens
+    y = np.array([[0, 1], [2, 2]])
+    out, labels = as_outcomes(p, y)
+    pbar = np.array([math.sqrt(0.5 * 0.8), math.sqrt(0.6 * 0.4)])
+    np.testing.assert_allclose(out, np.stack([pbar, 1 - pbar], 1), rtol=1e-12)
+    assert labels.tolist() == [0, 0]
+    np.testing.assert_allclose(logit_confidence(out, labels), np.log(pbar / (1 - pbar)),
+                               rtol=1e-12)
+    images = np.array([[0.2, 0.8]])
+    assert as_outcomes(images, np.array([1]))[0] is images  # classes pass through
+    # LiRA on text: the target's logit(pbar) against the references' (already reduced)
+    oracle = Oracle(_Table([0.5, 0.3, 0.2]))
+    x = np.zeros((2, 2), np.int64)
+    refs = np.stack([as_outcomes(np.full((2, 2, 3), q), y)[0]
+                     for q in ([0.4, 0.3, 0.3], [0.3, 0.3, 0.4], [0.2, 0.5, 0.3])])
+    got = lira_attack(oracle, x, y, references=ReferenceSignals.out_only(refs, x, y))
+    target = logit_confidence(*as_outcomes(oracle.predict_proba(x), y))
+    np.testing.assert_allclose(got.scores, lira_scores(target, logit_confidence(refs, labels)))
 
 
 def test_zlib_is_refused_for_images():

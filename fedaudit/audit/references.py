@@ -49,6 +49,7 @@ import torch
 from attacks.oracle import Oracle
 from attacks.augment import augmented_views
 from attacks.reference import ReferenceSignals, TuningSignals
+from attacks.sequences import as_outcomes
 from fedaudit.audit.targets.base import uses_references
 from fedaudit.data import FederatedData, partition_data
 from fedaudit.errors import ScenarioError
@@ -365,7 +366,8 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
     release; with ``augment`` also on the augmented views of the audit samples (LiRA's
     augmented queries), with ``tune`` (offline RMIA, ``a = "auto"``) on the tuning samples
     of :func:`tuning_ids`.  Probabilities come through :class:`attacks.oracle.Oracle`, the
-    same path as the target's."""
+    same path as the target's; on text reduced to each sequence's two outcomes as they
+    arrive (:func:`attacks.sequences.as_outcomes`: (R, N, 2), not (R, N, L, V))."""
     pos = np.searchsorted(refs.plan.audit_ids, audit_ids)
     ok = pos < len(refs.plan.audit_ids)
     if not (np.all(ok) and np.array_equal(refs.plan.audit_ids[pos], audit_ids)):
@@ -375,15 +377,18 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
     tune = tune and refs.plan.in_mask is None and len(refs.states) > 1
     t_ids, t_mask = tuning_ids(refs) if tune else (None, None)
     probs, pop_probs, view_probs, t_probs = [], [], [], []
+    width = data.num_classes if getattr(data, "text", None) is None else 2
+
+    def outputs(oracle: Oracle, ids: np.ndarray) -> np.ndarray:
+        return as_outcomes(oracle.predict_proba(data.x[ids]), data.y[ids])[0]
     for state in refs.states:
         model.load_state_dict(quantize(state, quantizer) if quantizer else state)
         oracle = Oracle(model, batch_size=batch_size, device=device)
-        probs.append(oracle.predict_proba(data.x[audit_ids]))
-        pop_probs.append(oracle.predict_proba(data.x[pop]) if len(pop)
-                         else np.zeros((0, data.num_classes)))
+        probs.append(outputs(oracle, audit_ids))
+        pop_probs.append(outputs(oracle, pop) if len(pop) else np.zeros((0, width)))
         view_probs.append([oracle.predict_proba(v) for v in views])
         if tune:
-            t_probs.append(oracle.predict_proba(data.x[t_ids]))
+            t_probs.append(outputs(oracle, t_ids))
     mask = None if refs.plan.in_mask is None else refs.plan.in_mask[:, pos]
     stacked = (np.asarray(view_probs, dtype=np.float64).transpose(1, 0, 2, 3)
                if views else None)  # (A, R, N, C)

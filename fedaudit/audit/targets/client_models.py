@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from attacks.reference import ReferenceSignals
+from attacks.sequences import as_outcomes
 from attacks.registry import server_view, trains_references
 from fedaudit.audit.sets import result_metrics
 from fedaudit.audit.targets.base import (Target, TargetKind, register_target, selected_rounds,
@@ -49,7 +50,9 @@ class _RoundOutputs:
             self._round, self._probs = round_, {}
         if client not in self._probs:
             state = load_checkpoint(client_model_path(self.ctx.run_dir, round_, client))
-            self._probs[client] = self.ctx.oracle(state).predict_proba(self.ctx.data.x[self.ids])
+            data = self.ctx.data  # text: each sequence's two outcomes (attacks.sequences)
+            self._probs[client] = as_outcomes(self.ctx.oracle(state).predict_proba(
+                data.x[self.ids]), data.y[self.ids])[0]
         return self._probs[client][np.searchsorted(self.ids, sample_ids)]
 
     def signals(self, round_: int, others: list[int]):
