@@ -209,10 +209,17 @@ class DefenseConfig:
 
 @dataclass(frozen=True)
 class CanariesConfig:
-    """``[canaries]``"""
+    """``[canaries]``; the ``secret`` kind's keys (template .. beam) are read only by it
+    (:mod:`fedaudit.secrets.planting`)."""
     count: int
     clients: tuple[int, ...]
     kind: str
+    template: str
+    alphabet: str
+    secret_length: int
+    repeats: tuple[int, ...]
+    references: int
+    beam: int
 
 
 #: dotted table -> the dataclass holding its keys (tables with plug-in keys excluded)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedaudit.secrets import (beam_decode, candidate_log_perplexities, exposure,
-                              exposure_extrapolated, log_perplexity, rank)
+                              exposure_extrapolated, log_perplexities, rank)
 
 V = 6  # vocabulary 0..5; the secrets' alphabet is (1, 3, 4)
 ALPHABET = (1, 3, 4)
@@ -62,9 +62,11 @@ def test_enumeration_equals_the_table_candidate_by_candidate():
     # float64: 4 terms of log2 each within an ulp; sums to ~10 bits: 1e-13 is 100 ulps
     assert px.shape == (81,) and np.allclose(px, want, rtol=0, atol=1e-13)
     assert model.calls == 1 + 3 + 9 + 27  # the tree: |A|^0 + ... + |A|^(L-1) contexts
-    for s in [(1, 1, 1, 1), (4, 3, 1, 4)]:
-        assert log_perplexity(model, prefix, s) == pytest.approx(
-            _px_by_hand(table, prefix, s), abs=1e-13)
+    some = np.array([(1, 1, 1, 1), (4, 3, 1, 4), (3, 3, 4, 1)])
+    for b in (1, 4096):  # batched by position, in batches of b secrets
+        assert np.allclose(log_perplexities(model, prefix, some, batch_size=b),
+                           [_px_by_hand(table, prefix, tuple(s)) for s in some],
+                           rtol=0, atol=1e-13)
     # small batches give the same numbers
     assert np.array_equal(candidate_log_perplexities(TableModel(table), prefix, ALPHABET, 4,
                                                      batch_size=2), px)
@@ -112,13 +114,14 @@ def test_beam_decoding_recovers_what_greedy_misses():
     t[1, 2] = [0, 0.6, 0, 0.4, 0, 0]  # after prefix (2,): context length 1
     t[2, 1] = [0, 0.5, 0, 0.0, 0.5, 0]  # after 2 1
     t[2, 3] = [0, 0.0, 0, 0.0, 1.0, 0]  # after 2 3
-    greedy, px_g = beam_decode(TableModel(t), (2,), ALPHABET, 2)
+    (greedy,), (px_g,) = beam_decode(TableModel(t), (2,), ALPHABET, 2)
     assert greedy.tolist() == [1, 1] and px_g == pytest.approx(-math.log2(0.6 * 0.5))
-    best, px_b = beam_decode(TableModel(t), (2,), ALPHABET, 2, beam=2)
-    assert best.tolist() == [3, 4] and px_b == pytest.approx(-math.log2(0.4))
+    beams, px_b = beam_decode(TableModel(t), (2,), ALPHABET, 2, beam=2)
+    assert beams.tolist() == [[3, 4], [1, 1]]  # 0.4 > 0.3 (1 4 ties 1 1 at 0.3: position)
+    assert px_b == pytest.approx([-math.log2(0.4), -math.log2(0.3)])
     # an exhaustive beam is the enumeration's minimum
     px = candidate_log_perplexities(TableModel(_table()), (0, 5), ALPHABET, 3)
     got, bits = beam_decode(TableModel(_table()), (0, 5), ALPHABET, 3, beam=27)
-    assert bits == pytest.approx(px.min(), abs=1e-13)
-    assert int(np.ravel_multi_index([ALPHABET.index(s) for s in got], (3, 3, 3))) == \
+    assert got.shape == (27, 3) and np.allclose(bits, np.sort(px), rtol=0, atol=1e-13)
+    assert int(np.ravel_multi_index([ALPHABET.index(s) for s in got[0]], (3, 3, 3))) == \
         int(np.argmin(px))

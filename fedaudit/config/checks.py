@@ -75,3 +75,9 @@ def _check_text(s: Scenario, source: str) -> None:
                             f"which score{'s' if len(wrong) == 1 else ''} "
                             f"{' and '.join(attack_data(wrong[0]))} data only; data.dataset "
                             f"= {d.dataset!r} is {kind}; allowed: {', '.join(fits)}")
+    can = s.canaries
+    if can.count and (can.kind == "secret") != text:
+        allowed = "secret" if text else "mislabeled, noise"
+        raise ScenarioError(f"{source}: canaries.kind = {can.kind!r}: data.dataset = "
+                            f"{d.dataset!r} is {'text' if text else 'images'}; allowed: "
+                            f"{allowed}")

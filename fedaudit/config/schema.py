@@ -298,8 +298,19 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
     "canaries": {
         "count": _f(int, 0, "canaries per listed client (0 = none)", min=0),
         "clients": _f(list, [0], "clients that receive canaries", item_types=(int,)),
-        "kind": _f(str, "mislabeled", "mislabeled samples or uniform-noise images",
-                   choices=("mislabeled", "noise")),
+        "kind": _f(str, "mislabeled", "mislabeled samples or uniform-noise images; secret "
+                   "(text data): secret-sharer canaries, count secrets per listed client and "
+                   "repeats value", choices=("mislabeled", "noise", "secret")),
+        "template": _f(str, "my secret number is ", "secret: the text before each secret "
+                       "(the attacker's prefix)"),
+        "alphabet": _f(str, "0123456789", "secret: the characters a secret is drawn from "
+                       "(any missing from the corpus join the vocabulary)"),
+        "secret_length": _f(int, 5, "secret: characters per secret (candidates: "
+                            "len(alphabet) ** secret_length)", min=1, max=12),
+        "repeats": _f(list, [1, 4, 16], "secret: how many times each client's secrets are "
+                      "inserted, one group of count secrets per value", item_types=(int,)),
+        "references": _f(int, 20, "secret: never-inserted reference secrets", min=0),
+        "beam": _f(int, 1, "secret: beam width of the extraction attack (1 = greedy)", min=1),
     },
 }
 

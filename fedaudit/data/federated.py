@@ -20,6 +20,7 @@ import numpy as np
 from fedaudit.errors import ScenarioError
 from fedaudit.data.datasets import Dataset, load_dataset
 from fedaudit.data.datasets.base import TextMeta
+from fedaudit.data.secrets import PlantedSecrets, plant_secrets
 from fedaudit.data.text import (speaker_clients, speech_labels, split_speeches,
                                 subsample_text)
 from fedaudit.dp_audit.canaries import SampleCanaries, draw_sample_canaries
@@ -44,6 +45,8 @@ class FederatedData:
     dp_canaries: SampleCanaries | None = None
     #: text data: each sequence's role and speech (Dataset.text); None for images
     text: TextMeta | None = None
+    #: the secret-sharer canaries (``[canaries] kind = "secret"``), None without
+    secrets: PlantedSecrets | None = None
 
     @property
     def num_classes(self) -> int:
@@ -238,9 +241,9 @@ def _build_text(ds: Dataset, d: DataConfig, can: CanariesConfig, seed: int, num_
     """Text data: split and partitioned by speech (:mod:`fedaudit.data.text`).  With
     ``speaker`` the holdout and test splits keep only the clients' roles, so members and
     non-members come from the same speakers; the other roles' sequences are in no split."""
-    if can.count:
-        raise ScenarioError(f"canaries.count = {can.count}: the canaries ({can.kind}) are "
-                            f"for images; text data ({ds.name!r}) has none yet; allowed: 0")
+    if can.count and can.kind != "secret":
+        raise ScenarioError(f"canaries.kind = {can.kind!r}: the {can.kind} canaries are "
+                            f"images; text data ({ds.name!r}) takes canaries.kind = 'secret'")
     if dp is not None:
         raise ScenarioError(f"audit.dp.canaries = {dp.canaries}: sample-level DP canaries "
                             f"are mislabeled images; text data ({ds.name!r}) has none yet")
@@ -265,8 +268,17 @@ def _build_text(ds: Dataset, d: DataConfig, can: CanariesConfig, seed: int, num_
         roles = text.speaker[[c[0] for c in clients]]
         holdout = holdout[np.isin(text.speaker[holdout], roles)]
         test = test[np.isin(text.speaker[test], roles)]
-    canary = np.zeros(len(ds.y), dtype=bool)
-    for arr in (ds.x, ds.y, canary, text.speaker, text.speech):
+    x, y, vocab = ds.x, ds.y, ds.classes
+    canary, secrets = np.zeros(len(ds.y), dtype=bool), None
+    if can.count:
+        bad = [c for c in can.clients if c >= len(clients)]
+        if bad:
+            raise ScenarioError(f"canaries.clients = {list(can.clients)!r}: client {bad[0]} "
+                                f"does not exist; allowed: 0..{len(clients) - 1}")
+        p = plant_secrets(x, y, vocab, text, clients, can, seed)
+        x, y, vocab, text, clients, canary, secrets = (p.x, p.y, p.vocab, p.text, p.clients,
+                                                       p.canary, p.secrets)
+    for arr in (x, y, canary, text.speaker, text.speech):
         arr.setflags(write=False)
-    return FederatedData(ds.name, ds.x, ds.y, ds.classes, np.sort(np.concatenate(clients)),
-                         holdout, test, tuple(clients), canary, ds.notes, None, text)
+    return FederatedData(ds.name, x, y, vocab, np.sort(np.concatenate(clients)),
+                         holdout, test, tuple(clients), canary, ds.notes, None, text, secrets)

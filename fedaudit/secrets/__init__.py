@@ -4,8 +4,8 @@ Security 2019): exposure (:mod:`fedaudit.secrets.exposure`) and extraction by de
 log-probabilities (:data:`NextLogProbs`)."""
 
 from fedaudit.secrets.exposure import (NextLogProbs, candidate_log_perplexities,
-                                       exposure, exposure_extrapolated, log_perplexity, rank)
+                                       exposure, exposure_extrapolated, log_perplexities, rank)
 from fedaudit.secrets.extraction import beam_decode
 
 __all__ = ["NextLogProbs", "beam_decode", "candidate_log_perplexities", "exposure",
-           "exposure_extrapolated", "log_perplexity", "rank"]
+           "exposure_extrapolated", "log_perplexities", "rank"]

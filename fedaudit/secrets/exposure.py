@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 __all__ = ["NextLogProbs", "candidate_log_perplexities", "exposure", "exposure_extrapolated",
-           "log_perplexity", "rank"]
+           "log_perplexities", "rank"]
 
 #: the model as the secrets see it: token contexts (B, T) int64 -> natural-log
 #: probabilities (B, V) of the next token after each context
@@ -63,16 +63,23 @@ def _next(model: NextLogProbs, contexts: np.ndarray) -> np.ndarray:
     return out
 
 
-def log_perplexity(model: NextLogProbs, prefix: Sequence[int], secret: Sequence[int]) -> float:
-    """Px of ``secret`` after ``prefix``, in bits (one model call per secret token)."""
-    prefix, secret = _tokens(prefix, "prefix"), _tokens(secret, "secret")
+def log_perplexities(model: NextLogProbs, prefix: Sequence[int], secrets: np.ndarray, *,
+                     batch_size: int = 4096) -> np.ndarray:
+    """Px (bits) of each row of ``secrets`` (S, L) after ``prefix``: L batched model calls
+    (position i: the contexts prefix + secret[:i] of every secret)."""
+    prefix = _tokens(prefix, "prefix")
     if len(prefix) == 0:
         raise ValueError("prefix must hold at least one token")
-    seq = np.concatenate([prefix, secret])
-    bits = 0.0
-    for i, tok in enumerate(secret):
-        bits -= float(_next(model, seq[None, :len(prefix) + i])[0, tok]) * _LOG2E
-    return bits
+    secrets = np.asarray(secrets, dtype=np.int64)
+    if secrets.ndim != 2:
+        raise ValueError(f"secrets must be (S, L) token ids, got shape {secrets.shape}")
+    seq = np.concatenate([np.broadcast_to(prefix, (len(secrets), len(prefix))), secrets], 1)
+    bits = np.zeros(len(secrets))
+    for i in range(secrets.shape[1]):
+        for b in range(0, len(secrets), batch_size):
+            logp = _next(model, seq[b:b + batch_size, :len(prefix) + i])
+            bits[b:b + batch_size] -= logp[np.arange(len(logp)), secrets[b:b + batch_size, i]]
+    return bits * _LOG2E
 
 
 def candidate_log_perplexities(model: NextLogProbs, prefix: Sequence[int],

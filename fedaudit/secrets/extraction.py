@@ -5,7 +5,9 @@ decodes from the model; the secret is extracted when the decoded string equals i
 :func:`beam_decode` keeps the ``beam`` most likely partial secrets (lowest log-perplexity)
 at each of the ``length`` steps, the next token restricted to the alphabet (the format);
 ``beam = 1`` is greedy decoding, ``beam = |A|^length`` would be exhaustive.  Ties are
-broken by alphabet position (a stable sort), so decoding is deterministic.
+broken by alphabet position (a stable sort), so decoding is deterministic.  A secret is
+extracted when it is among the ``beam`` final sequences (the attacker's ``beam`` guesses;
+with one template shared by several secrets, at most ``beam`` of them can be).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ __all__ = ["beam_decode"]
 
 
 def beam_decode(model: NextLogProbs, prefix: Sequence[int], alphabet: Sequence[int],
-                length: int, *, beam: int = 1) -> tuple[np.ndarray, float]:
-    """(the decoded secret as token ids, its log-perplexity in bits)."""
+                length: int, *, beam: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(the final beams' tokens, int64 (min(beam, |A|^length), length), most likely first;
+    their log-perplexities in bits)."""
     prefix, alphabet = _tokens(prefix, "prefix"), _tokens(alphabet, "alphabet")
     if len(prefix) == 0:
         raise ValueError("prefix must hold at least one token")
@@ -38,4 +41,4 @@ def beam_decode(model: NextLogProbs, prefix: Sequence[int], alphabet: Sequence[i
         keep = np.argsort(total, kind="stable")[:beam]
         paths = np.concatenate([paths[keep // a], (keep % a)[:, None]], axis=1)
         px = total[keep]
-    return alphabet[paths[0]], float(px[0])
+    return alphabet[paths], px
