@@ -201,7 +201,7 @@ sys.path.insert(0, sys.argv[1])
 from fedaudit.config import load_scenario
 from fedaudit.simulation import runner
 overrides = json.loads(sys.argv[3])
-scenario = load_scenario("quickstart", overrides)
+scenario = load_scenario(sys.argv[4], overrides)
 t0 = time.perf_counter()
 run_dir, results = runner.run(scenario, sys.argv[2])
 t1 = time.perf_counter()
@@ -226,8 +226,9 @@ print("BENCH " + json.dumps({
 
 
 def sim_run(overrides: list[str], *, out: str | None = None, timeout: float = 1800,
-            interval: float = 0.5) -> dict:
-    """One ``runner.run(load_scenario("quickstart", overrides))`` in a fresh interpreter.
+            interval: float = 0.5, scenario: str = "quickstart") -> dict:
+    """One ``runner.run(load_scenario(scenario, overrides))`` in a fresh interpreter (a
+    bundled name or a path).
 
     Returns the child's own figures (``call_seconds``: the whole ``runner.run`` call, Ray
     start-up and shut-down included; ``train_seconds``: ``results["timing"]``, from the
@@ -240,7 +241,7 @@ def sim_run(overrides: list[str], *, out: str | None = None, timeout: float = 18
     with tempfile.TemporaryDirectory(prefix="fedaudit-bench-") as tmp:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(ROOT), out or tmp,
-                                 json.dumps(overrides)], cwd=tmp, env=env,
+                                 json.dumps(overrides), str(scenario)], cwd=tmp, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with TreeMemory(proc.pid, interval) as mem:
             try:

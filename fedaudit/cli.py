@@ -234,6 +234,12 @@ def _summary(results: dict, seconds: float) -> None:
         console.print(f"canaries: {len(canaries['samples'])} injected, mean GNQ percentile "
                       f"{canaries['mean_percentile']:.1f} within their clients (100 = most "
                       "unique)", highlight=False)
+    secrets = (results.get("secrets_summary") or {}).get("global")
+    if secrets:
+        by = ", ".join(f"{'references' if k == '0' else f'x{k}'} {v:.2f}" for k, v in
+                       sorted(secrets["mean_exposure"].items(), key=lambda kv: int(kv[0])))
+        console.print(f"secrets: mean exposure (bits) on the global model by repeats: {by}; "
+                      f"{secrets['extracted']} extracted", highlight=False)
     attacks = results.get("attacks") or {}
     if attacks:
         t = Table(title="membership inference on the global model (pooled over clients)")

@@ -20,6 +20,7 @@ percentile is the mean over its inserted copies.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -37,6 +38,8 @@ from fedaudit.secrets import (NextLogProbs, beam_decode, candidate_log_perplexit
 
 __all__ = ["EXACT_LIMIT", "SAMPLE", "Secrets", "gnq_percentiles", "next_log_probs",
            "view_exposure"]
+
+log = logging.getLogger("fedaudit")
 
 #: the largest candidate space enumerated exactly (10^6: 111,111 model calls)
 EXACT_LIMIT = 10 ** 6
@@ -190,3 +193,6 @@ class Secrets(Stage):
                                           "n": int(planted.sum()),
                                           "mean_gnq_percentile": float(gnq[planted].mean())}
         ctx.results["secrets_summary"] = summary
+        log.info("secrets: mean exposure on the global model by repeats %s (%s); %d of %d "
+                 "planted extracted", summary["global"]["mean_exposure"], method,
+                 summary["global"]["extracted"], int((~refs).sum()))
