@@ -211,8 +211,87 @@ def _grade(auc, tpr):
                            null_auc_sd(1000, 2500))
 
 
+def _secrets_toy():
+    """Lab 9's toy run: the checks' toy table as two language models (the global one and
+    client 0's), 9 candidates (alphabet of 3 tokens, length 2), two secrets in each of
+    clients 0 and 1 (repeats 1 and 16) and three references, with results.json entries
+    computed from them (the global and client 0's candidates' Px are hand-picked)."""
+    from types import SimpleNamespace
+
+    from fedaudit.data.secrets import PlantedSecrets
+    from fedaudit.labs.checks import secrets as sc
+    from fedaudit.labs.runs import LanguageModel
+    from fedaudit.secrets import beam_decode, exposure
+
+    alphabet = np.array(sc.TOY_ALPHABET)
+    # candidate index = the two alphabet positions in base 3
+    tokens = alphabet[np.array([[0, 0], [2, 1], [1, 1], [0, 2], [1, 0], [2, 2], [0, 1]])]
+    code = np.array([0, 7, 4, 2, 3, 8, 1])
+    sec = PlantedSecrets(np.array(sc.TOY_PREFIX), alphabet, tokens,
+                         np.array([0, 0, 1, 1, -1, -1, -1]), np.array([1, 16, 1, 16, 0, 0, 0]),
+                         tuple(np.arange(k) for k in (1, 16, 1, 16, 0, 0, 0)))
+    vocab = tuple("abcdefg")
+    glob = LanguageModel(sc.toy_model(9), vocab, sec, "global model")
+    c0 = LanguageModel(sc.toy_model(10), vocab, sec, "client 0's model")
+    px = np.array([5.0, 1.0, 3.0, 4.0, 2.5, 6.0, 7.0, 2.0, 8.0])
+    px0 = np.array([6.0, 4.0, 3.0, 5.0, 2.0, 7.0, 8.0, 0.5, 9.0])
+    e, e0 = exposure(px[code], px), exposure(px0[code], px0)
+    mine = np.array([1, 1, 0, 0, 1, 1, 1], bool)
+    # what greedy decoding extracts from each toy model (fedaudit's beam of 1)
+    found = {name: tuple(beam_decode(m.next_log_probs, sec.prefix, alphabet, 2)[0][0])
+             for name, m in (("global", glob), (0, c0))}
+    hit = {name: [tuple(row) == f for row in tokens] for name, f in found.items()}
+    results = {
+        "secrets": [{"secret": sec.text(i, vocab),
+                     "client": None if sec.client[i] < 0 else int(sec.client[i]),
+                     "repeats": int(sec.repeats[i]), "exposure": float(e[i]),
+                     "extracted": bool(hit["global"][i] and sec.client[i] >= 0),
+                     "gnq_percentile": [80.0, 20.0, 60.0, 40.0][i]
+                     if i < 4 else None,
+                     "server_view": {"exposure": float(e0[i]), "extracted": hit[0][i]}
+                     if i < 2 else None} for i in range(7)],
+        "secrets_summary": {
+            "global": {"mean_exposure": {str(k): float(e[sec.repeats == k].mean())
+                                         for k in (0, 1, 16)}},
+            "clients": [{"client": 0, "mean_exposure": {
+                str(k): float(e0[mine & (sec.repeats == k)].mean()) for k in (0, 1, 16)}}]},
+    }
+    return SimpleNamespace(lm=glob, lm0=c0, px=px, px0=px0, expo=e, expo0=e0, mine=mine,
+                           results=results, sec=sec, found=found)
+
+
+def _px_bits(model, prefix, secret, ln=False, context=None):
+    """Px of the toy table by hand (bits), or in nats, or with another context rule."""
+    seq, nats = list(prefix), 0.0
+    for i, tok in enumerate(secret):
+        ctx = context(list(prefix), list(secret), i) if context else seq
+        nats -= model(np.array([ctx]))[0, tok]
+        seq = seq + [tok]
+    return nats if ln else nats / math.log(2)
+
+
+def _rank_exposure(rank_of):
+    def exposure(secret_px, all_px):
+        r = rank_of(secret_px, np.asarray(all_px))
+        return math.log2(len(all_px)) - math.log2(r) if r > 0 else math.inf
+    return exposure
+
+
+def _greedy_with(step):
+    """A greedy decoder whose token choice is ``step(logp, alphabet)``."""
+    def greedy(f, prefix, alphabet, length):
+        context, out = list(prefix), []
+        for _ in range(length):
+            tok = step(f(np.array([context]))[0], np.asarray(alphabet))
+            out.append(tok)
+            context.append(tok)
+        return np.array(out)
+    return greedy
+
+
 def _mistakes():
     from fedaudit.labs.checks import challenge, gnq, loss_attack, server
+    from fedaudit.labs.checks import secrets as sc
 
     toy_s, toy_m = _toy_roc()
     # 8 members on top (TPR 0.8 at FPR 0), a non-member, 2 members, 10 non-members
@@ -278,7 +357,81 @@ def _mistakes():
          "higher means member"),
         ("8.2", "AUC within noise of chance",
          lambda: challenge.beats_chance(_grade(0.52, 0.012)), "standard deviations above"),
+        ("9.1", "natural log instead of log2",
+         lambda: sc.log_perplexity(lambda f, p, s: _px_bits(f, p, s, ln=True)), "in nats"),
+        ("9.1", "log-likelihood, not minus it",
+         lambda: sc.log_perplexity(lambda f, p, s: -_px_bits(f, p, s)), "MINUS the sum"),
+        ("9.1", "prefix forgotten (contexts start from the secret alone)",
+         lambda: sc.log_perplexity(lambda f, p, s: _px_bits(
+             f, p, s, context=lambda pre, sec, i: sec[:i])), "left out the prefix"),
+        ("9.1", "the context holds the token it predicts",
+         lambda: sc.log_perplexity(lambda f, p, s: _px_bits(
+             f, p, s, context=lambda pre, sec, i: pre + sec[:i + 1])), "holds token i itself"),
+        ("9.1", "mean over the tokens, not the sum",
+         lambda: sc.log_perplexity(lambda f, p, s: _px_bits(f, p, s) / len(s)), "SUMS"),
+        ("9.1", "a 1-D context passed to next_log_probs",
+         lambda: sc.log_perplexity(lambda f, p, s: float(-f(np.asarray(p))[0, s[0]])),
+         "2-D integer array"),
+        ("9.2", "ties counted in the secret's favour (rank = #(<) + 1)",
+         lambda: sc.exposure(_rank_exposure(lambda s, a: int((a < s).sum()) + 1)),
+         "ties are counted in the secret's favour"),
+        ("9.2", "rank from 0 (rank = #(<))",
+         lambda: sc.exposure(_rank_exposure(lambda s, a: int((a < s).sum()))), "off by one"),
+        ("9.2", "the secret not counted (rank = #(<=) - 1)",
+         lambda: sc.exposure(_rank_exposure(lambda s, a: int((a <= s).sum()) - 1)),
+         "off by one"),
+        ("9.2", "reversed rank (#(>=))",
+         lambda: sc.exposure(_rank_exposure(lambda s, a: int((a >= s).sum()))), "reversed"),
+        ("9.2", "natural log instead of log2",
+         lambda: sc.exposure(lambda s, a: math.log(len(a)) - math.log(int((a <= s).sum()))),
+         "in nats"),
+        ("9.2", "log2 |R| left out",
+         lambda: sc.exposure(lambda s, a: -math.log2(int((a <= s).sum()))), "left out log2 |R|"),
+        ("9.2", "exposures of another model's candidates",
+         lambda: (lambda t: sc.exposures(t.expo0, t.px, t.lm, t.results))(_secrets_toy()),
+         "fedaudit.secrets.exposure of the same"),
+        ("9.3", "the references left out",
+         lambda: (lambda t: sc.by_repeats({1: 0.0, 16: 0.0}, t.expo, t.lm, t.results))(
+             _secrets_toy()), "references are repeats 0"),
+        ("9.3", "median instead of mean",
+         lambda: (lambda t: sc.by_repeats(
+             {int(k): float(np.median(t.expo[t.sec.repeats == k])) for k in (0, 1, 16)},
+             t.expo, t.lm, t.results))(_secrets_toy()), "median"),
+        ("9.3", "server view: every client's secrets on client 0's model",
+         lambda: (lambda t: sc.server_view(
+             {int(k): float(t.expo0[t.sec.repeats == k].mean()) for k in (0, 1, 16)},
+             t.expo0, t.px0, t.lm0, t.results))(_secrets_toy()), "ITS OWN secrets"),
+        ("9.3", "server view: the global model's exposures",
+         lambda: (lambda t: sc.server_view(
+             {int(k): float(t.expo[t.mine & (t.sec.repeats == k)].mean()) for k in (0, 1, 16)},
+             t.expo0, t.px0, t.lm0, t.results))(_secrets_toy()), "GLOBAL model's numbers"),
+        ("9.4", "argmax over the whole vocabulary",
+         lambda: sc.greedy(_greedy_with(lambda lp, a: int(np.argmax(lp)))), "outside the alphabet"),
+        ("9.4", "the least likely token",
+         lambda: sc.greedy(_greedy_with(lambda lp, a: int(a[np.argmin(lp[a])]))), "MOST likely"),
+        ("9.4", "decoded tokens not fed back",
+         lambda: sc.greedy(lambda f, p, a, n: np.array(
+             [int(a[np.argmax(f(np.array([list(p)]))[0][a])])] * n)), "decoded so far"),
+        ("9.4", "positions in the alphabet returned",
+         lambda: sc.greedy(lambda f, p, a, n: np.searchsorted(
+             np.asarray(a), _greedy_with(lambda lp, al: int(al[np.argmax(lp[al])]))(f, p, a, n))),
+         "positions in the alphabet"),
+        ("9.4", "decoded on another view's model",
+         lambda: (lambda t: sc.extraction(
+             {"global": t.lm.decode(_greedy_with(lambda lp, a: int(a[np.argmax(lp[a])]))(
+                 t.lm0.next_log_probs, t.sec.prefix, t.sec.alphabet, 2))},
+             {"global": t.lm}, t.results))(_secrets_toy()), "differs from greedy decoding"),
+        ("9.4", "Spearman with one column negated",
+         # GNQ 80, 20, 60, 40 against the toy's exposures: computed by the check
+         lambda: (lambda t: sc.gnq_vs_exposure(-_spearman_toy(t), t.results))(_secrets_toy()),
+         "sign is reversed"),
     ]
+
+
+def _spearman_toy(t):
+    from scipy.stats import spearmanr
+
+    return float(spearmanr([80.0, 20.0, 60.0, 40.0], t.expo[:4]).statistic)
 
 
 MISTAKES = _mistakes()
@@ -304,8 +457,55 @@ def test_the_right_answers_pass_the_toy_cases(capsys):
     server.fedmia_vs_loss({"loss": (0.66, 0.02), "fedmia": (0.64, 0.10)}, sv)
     gnq.top_k_hits(2, _gnq_toy(), client=0, k=2)
     challenge.beats_chance(_grade(0.57, 0.05))
+    _lab9_right_answers()
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 8 and all(line.startswith("ok  Task ") for line in out), out
+    assert len(out) == 16 and all(line.startswith("ok  Task ") for line in out), out
+
+
+def _lab9_right_answers():
+    """Lab 9's right answers on the toy table and the toy run (8 checks)."""
+    from fedaudit.labs.checks import secrets as sc
+
+    t = _secrets_toy()
+    sc.log_perplexity(lambda f, p, s: _px_bits(f, p, s), t.lm)
+    sc.exposure(_rank_exposure(lambda s, a: int((a <= s).sum())))
+    sc.exposures(t.expo, t.px, t.lm, t.results)
+    sc.by_repeats({int(k): float(t.expo[t.sec.repeats == k].mean()) for k in (0, 1, 16)},
+                  t.expo, t.lm, t.results)
+    sc.server_view({int(k): float(t.expo0[t.mine & (t.sec.repeats == k)].mean())
+                    for k in (0, 1, 16)}, t.expo0, t.px0, t.lm0, t.results)
+    greedy = _greedy_with(lambda lp, a: int(a[np.argmax(lp[a])]))
+    sc.greedy(greedy)
+    sc.extraction({v: m.decode(greedy(m.next_log_probs, t.sec.prefix, t.sec.alphabet, 2))
+                   for v, m in (("global", t.lm), (0, t.lm0))},
+                  {"global": t.lm, 0: t.lm0}, t.results)
+    sc.gnq_vs_exposure(_spearman_toy(t), t.results)
+
+
+def test_lab9_toy_cases_separate_the_mistakes_from_the_answer():
+    """Each listed mistake of tasks 9.1, 9.2 and 9.4 gives, on the toy table or the toy
+    candidates, a value of its own (else the check could not name it)."""
+    from fedaudit.labs.checks import secrets as sc
+
+    m = sc.toy_model()
+    for secret in ((3, 1, 2, 2), (1, 1, 3)):
+        values = [sc._px_rule(m, sc.TOY_PREFIX, secret, r) for r in ("right", *sc._PX_MISTAKES)]
+        assert min(abs(a - b) for i, a in enumerate(values) for b in values[i + 1:]) > 0.1
+        # the right rule is Px by hand
+        assert values[0] == pytest.approx(_px_bits(m, sc.TOY_PREFIX, secret), abs=1e-12)
+    # the first toy secret (Px 2, tied with two candidates: rank 4 of 8, 1 bit) separates
+    # every exposure mistake whose message differs
+    s = sc._TOY_SECRETS[0]
+    assert sc._toy_exposure("right", s) == 1.0
+    by_message = {}
+    for rule, message in sc._EXPOSURE_MISTAKES.items():
+        by_message.setdefault(message, set()).add(sc._toy_exposure(rule, s))
+    flat = [v for vs in by_message.values() for v in vs]
+    assert len(flat) == len(set(flat)) and 1.0 not in flat
+    outs = [tuple(sc._greedy_rule(m, sc.TOY_PREFIX, sc.TOY_ALPHABET, 4, r))
+            for r in ("right", *sc._GREEDY_MISTAKES)]
+    assert len(set(outs)) == len(outs)
+    assert outs[0] == tuple(sc.beam_decode(m, sc.TOY_PREFIX, sc.TOY_ALPHABET, 4)[0][0])
 
 
 def test_toy_cases_separate_the_mistakes_from_the_answer():
@@ -576,10 +776,26 @@ def _error_cell(nb):
 LAB_SOURCES = sorted(p.stem for p in (LABS / "src").glob("lab*.py"))
 
 
+def _needs(lab: str, request) -> None:
+    """What a lab's notebook needs before it runs: lab 8 the challenge made by the fixture
+    (the notebook reuses it); lab 9 a play to train on (tinyshakespeare.txt where
+    ``fedaudit.labs.text_path`` looks: never a download), else the test is skipped."""
+    if lab == "lab8_challenge":
+        request.getfixturevalue("challenge")
+    if lab == "lab9_secret_sharer":
+        from fedaudit.labs import text_path
+
+        try:
+            text_path()
+        except FileNotFoundError as exc:
+            pytest.skip(f"lab 9 needs a text file: {exc}")
+
+
 @pytest.mark.labs
 @pytest.mark.e2e  # Flower + Ray runs: make test's second pass, with two threads
 @pytest.mark.parametrize("lab", LAB_SOURCES)
-def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, notebook_cwd):
+def test_solution_notebook_passes_its_checks(lab, lab_dir, notebook_cwd, request):
+    _needs(lab, request)
     nb, error = _execute(LABS / "solutions" / f"{lab}.ipynb", notebook_cwd)
     assert error is None, str(error)[-3000:]
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]
@@ -593,7 +809,8 @@ def test_solution_notebook_passes_its_checks(lab, lab_dir, challenge, notebook_c
 @pytest.mark.labs
 @pytest.mark.e2e  # Flower + Ray runs: make test's second pass, with two threads
 @pytest.mark.parametrize("lab", LAB_SOURCES)
-def test_student_notebook_fails_at_its_first_check(lab, lab_dir, challenge, notebook_cwd):
+def test_student_notebook_fails_at_its_first_check(lab, lab_dir, notebook_cwd, request):
+    _needs(lab, request)
     nb, error = _execute(LABS / f"{lab}.ipynb", notebook_cwd)
     assert error is not None, f"{lab}: the unfinished notebook ran to the end"
     index, out = _error_cell(nb)
@@ -624,6 +841,45 @@ def test_a_wrong_answer_in_a_notebook_shows_the_message_alone(tmp_path):
     assert out["ename"] == "LabCheckError"
     assert out["evalue"].startswith("Task 2.1: you return p_y (the confidence attack)")
     assert out["traceback"] == [f"LabCheckError: {out['evalue']}"], out["traceback"]
+
+
+def test_lab9_text_path_says_where_it_looked(tmp_path, monkeypatch):
+    import fedaudit.labs.runs as runs
+
+    monkeypatch.delenv(runs.TEXT_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    real_repo = runs._repo
+    monkeypatch.setattr(runs, "_repo", lambda: tmp_path / "repo")
+    with pytest.raises(FileNotFoundError,
+                       match=r"no tinyshakespeare\.txt in .*FEDAUDIT_LAB_TEXT"):
+        runs.text_path()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tinyshakespeare.txt").write_text("A:\nhello\n")
+    assert runs.text_path() == (tmp_path / "data" / "tinyshakespeare.txt").resolve()
+    play = tmp_path / "play.txt"
+    play.write_text("B:\nworld\n")
+    monkeypatch.setenv(runs.TEXT_ENV, str(play))  # the variable wins
+    assert runs.text_path() == play.resolve()
+    monkeypatch.setattr(runs, "_repo", real_repo)  # the scenario file: the repository's
+    scenario, overrides = runs.secrets_target()
+    assert overrides[-1] == f"data.path={json.dumps(str(play.resolve()))}"
+    with pytest.raises(FileNotFoundError, match="no such text file"):
+        runs.text_path(tmp_path / "absent.txt")
+
+
+def test_lab9_scenario_is_the_repository_file():
+    """From a source checkout the lab reads scenarios/shakespeare-secrets.toml next to the
+    package (an installed package: the bundled copy), with repeats 1, 4 and 16 kept."""
+    import tomllib
+
+    from fedaudit.labs.runs import SECRETS_OVERRIDES, scenario_file
+
+    path = scenario_file("shakespeare-secrets")
+    assert path == ROOT / "scenarios" / "shakespeare-secrets.toml"
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    assert raw["canaries"]["repeats"] == [1, 4, 16] and raw["canaries"]["clients"] == [0, 1, 2]
+    assert not any(o.startswith("canaries.repeats") or o.startswith("canaries.clients")
+                   for o in SECRETS_OVERRIDES)
 
 
 def test_todo_is_found_inside_containers():

@@ -4,7 +4,9 @@
   :class:`LabCheckError`;
 * :mod:`fedaudit.labs.checks`: one check per task, with feedback a student can act on;
 * :mod:`fedaudit.labs.runs`: :func:`lab_run` (``fedaudit.run`` cached per scenario) and
-  :func:`load_target` (an oracle on a run's global model and its audit set);
+  :func:`load_target` (an oracle on a run's global model and its audit set),
+  :func:`language_model` (a text run's model as next-token log-probabilities, for lab 9's
+  secrets) and :func:`secrets_target` (lab 9's federation);
 * :mod:`fedaudit.labs.challenge`: the capstone challenge (``fedaudit lab challenge`` /
   ``fedaudit lab grade``);
 * :mod:`fedaudit.labs.leaderboard`: a graded submission beside chance (both metrics' chance
@@ -20,10 +22,12 @@ import importlib
 from fedaudit.labs.todo import LabCheckError, Todo, is_todo, require, todo
 
 __all__ = ["LabCheckError", "Todo", "is_todo", "require", "todo", "TARGET", "client_oracle", "lab_dir", "lab_run", "load_target",
+           "LanguageModel", "language_model", "secrets_target", "text_path",
            "AttackerView", "Target", "make_challenge", "load_challenge", "write_submission", "grade"]
 
 _LAZY = {"TARGET": "runs", "client_oracle": "runs", "lab_dir": "runs", "lab_run": "runs", "load_target": "runs", "Target": "runs",
-         "AttackerView": "runs",
+         "AttackerView": "runs", "LanguageModel": "runs", "language_model": "runs",
+         "secrets_target": "runs", "text_path": "runs",
          "make_challenge": "challenge", "load_challenge": "challenge",
          "write_submission": "challenge", "grade": "challenge"}
 

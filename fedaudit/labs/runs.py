@@ -27,7 +27,9 @@ from fedaudit.api import Run, ScenarioLike, load_run, run, validate
 from fedaudit.scenario import Scenario
 from fedaudit.version import __version__
 
-__all__ = ["LAB_DIR_ENV", "TARGET", "AttackerView", "Target", "client_oracle", "lab_dir", "lab_run", "load_target", "run_scenario"]
+__all__ = ["LAB_DIR_ENV", "SECRETS_OVERRIDES", "TARGET", "TEXT_ENV", "AttackerView",
+           "LanguageModel", "Target", "client_oracle", "lab_dir", "lab_run", "language_model",
+           "load_target", "run_scenario", "scenario_file", "secrets_target", "text_path"]
 
 LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
 
@@ -43,6 +45,67 @@ TARGET: tuple[str, tuple[str, ...]] = (
      "attack.methods=['loss','resmia','fedmia']", "attack.targets=['global','clients']",
      "attack.rounds='all'"),
 )
+
+
+#: lab 9's federation, as ``lab_run(*secrets_target())``: the ``shakespeare-secrets``
+#: scenario (a causal transformer on per-speaker clients of a play, two secrets at each of
+#: repeats 1, 4 and 16 in clients 0, 1 and 2, 20 never-inserted references) on 6 clients
+#: over 4 rounds of 2 local epochs (about a minute on 2 CPU cores); server-side GNQ off
+#: (the lab reads the clients' GNQ only)
+SECRETS_OVERRIDES: tuple[str, ...] = (
+    "federation.num_clients=6", "federation.rounds=4", "train.local_epochs=2",
+    "canaries.references=20", "audit.gnq.server=false")
+
+#: the environment variable naming lab 9's text file (any UTF-8 play of ``NAME:`` speeches)
+TEXT_ENV = "FEDAUDIT_LAB_TEXT"
+_TEXT_NAME = "tinyshakespeare.txt"
+
+
+def _repo() -> Path:
+    """The folder above the fedaudit package: the repository of a source checkout."""
+    return Path(__file__).resolve().parents[2]
+
+
+def scenario_file(name: str) -> Path:
+    """The scenario ``name``: the repository's ``scenarios/NAME.toml`` next to the package
+    (a source checkout, where the labs live), else the bundled one (an installed package)."""
+    from fedaudit.config import bundled_scenarios
+
+    here = _repo() / "scenarios" / f"{name}.toml"
+    if here.is_file():
+        return here
+    bundled = bundled_scenarios()
+    if name in bundled:
+        return bundled[name]
+    raise FileNotFoundError(f"no scenario {name!r} in {here.parent} nor bundled")
+
+
+def text_path(path: str | os.PathLike | None = None) -> Path:
+    """Lab 9's play: ``path`` when given, else ``$FEDAUDIT_LAB_TEXT``, else the first
+    ``tinyshakespeare.txt`` found in ``./``, ``./data/``, the repository's ``data/`` or
+    ``../shared/data/`` beside the repository.  FileNotFoundError (saying where it looked
+    and where the file comes from) when there is none."""
+    given = path or os.environ.get(TEXT_ENV)
+    if given:
+        p = Path(given).expanduser().resolve()
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: no such text file")
+        return p
+    places = [Path.cwd(), Path.cwd() / "data", _repo() / "data", _repo().parent / "shared" / "data"]
+    for folder in places:
+        if (folder / _TEXT_NAME).is_file():
+            return (folder / _TEXT_NAME).resolve()
+    raise FileNotFoundError(
+        f"no {_TEXT_NAME} in " + ", ".join(str(f) for f in places) + f"; set ${TEXT_ENV} to "
+        "a UTF-8 play of 'NAME:' speeches, e.g. the tiny-shakespeare corpus of "
+        "github.com/karpathy/char-rnn (data/tinyshakespeare/input.txt)")
+
+
+def secrets_target(text: str | os.PathLike | None = None) -> tuple[str, tuple[str, ...]]:
+    """Lab 9's federation as ``lab_run(*secrets_target(text))``: the shakespeare-secrets
+    scenario file, :data:`SECRETS_OVERRIDES` and the play :func:`text_path` finds."""
+    return (str(scenario_file("shakespeare-secrets")),
+            SECRETS_OVERRIDES + (f"data.path={json.dumps(str(text_path(text)))}",))
 
 
 def lab_dir() -> Path:
@@ -185,3 +248,55 @@ def client_oracle(r: Run, client: int, round_: int | None = None):
                          lambda: load_checkpoint(client_model_path(r.dir, round_, client)),
                          (), client=client, round=round_)
     return _context(r).oracle(target.load())
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    """A trained character model as the secrets see it.
+
+    ``next_log_probs(contexts)``: token contexts, int64 (B, T), to the natural-log
+    probabilities (B, V) of the next token after each (float64); ``vocab[t]`` is token t's
+    character; ``secrets`` the run's planted and reference secrets
+    (:class:`fedaudit.data.secrets.PlantedSecrets`: ``prefix`` and ``alphabet`` tokens, each
+    secret's ``tokens``, ``client`` (-1: a reference) and ``repeats`` (0: a reference));
+    ``name`` says which model it is."""
+
+    next_log_probs: object
+    vocab: tuple[str, ...]
+    secrets: object
+    name: str
+
+    def encode(self, text: str) -> np.ndarray:
+        index = {ch: i for i, ch in enumerate(self.vocab)}
+        return np.array([index[ch] for ch in text], dtype=np.int64)
+
+    def decode(self, tokens) -> str:
+        return "".join(self.vocab[int(t)] for t in np.asarray(tokens).ravel())
+
+
+def language_model(r: Run, client: int | None = None) -> LanguageModel:
+    """The released global model of a text run (``client=None``), or client ``client``'s
+    model as the server last received it (the secrets stage's server view; needs
+    ``attack.targets`` with ``clients``), behind the next-token callable the secrets
+    stage ranks candidates with (same batch size, so the same numbers)."""
+    from fedaudit.audit.stages.secrets import next_log_probs
+    from fedaudit.rundir import load_checkpoint
+    from fedaudit.rundir.client_models import client_model_rounds
+    from fedaudit.rundir.layout import client_model_path
+
+    ctx = _context(r)
+    if ctx.data.text is None:
+        raise ValueError(f"{r.dir} is not a run on text data")
+    if client is None:
+        state, name = ctx.trajectory.final, "global model"
+    else:
+        kept = [k for k, cl in client_model_rounds(r.dir).items() if client in cl]
+        if not kept:
+            raise ValueError(f"{r.dir} kept no model of client {client} (run with "
+                             "attack.targets including 'clients')")
+        state = load_checkpoint(client_model_path(r.dir, max(kept), client))
+        name = f"client {client}'s model of round {max(kept)} (the server's view)"
+    model = ctx.model()
+    model.load_state_dict(state)
+    return LanguageModel(next_log_probs(model, ctx.device, ctx.scenario.attack.batch_size),
+                         tuple(ctx.data.classes), ctx.data.secrets, name)
