@@ -230,16 +230,20 @@ def _summary(results: dict, seconds: float) -> None:
                           f"epsilon >= {audit['epsilon_lower_bound_gdp']:.3g} (claimed mu: "
                           f"{audit.get('claimed_mu')})", highlight=False)
     canaries = results.get("canaries") or {}
-    if canaries.get("mean_percentile") is not None:
+    secrets = results.get("secrets_summary")
+    if canaries.get("mean_percentile") is not None and not secrets:  # secrets: below
         console.print(f"canaries: {len(canaries['samples'])} injected, mean GNQ percentile "
                       f"{canaries['mean_percentile']:.1f} within their clients (100 = most "
                       "unique)", highlight=False)
-    secrets = (results.get("secrets_summary") or {}).get("global")
     if secrets:
         by = ", ".join(f"{'references' if k == '0' else f'x{k}'} {v:.2f}" for k, v in
-                       sorted(secrets["mean_exposure"].items(), key=lambda kv: int(kv[0])))
+                       sorted(secrets["global"]["mean_exposure"].items(),
+                              key=lambda kv: int(kv[0])))
+        link = secrets.get("gnq_vs_exposure")
+        gnq = (f"; mean GNQ percentile of the planted secrets in their clients "
+               f"{link['mean_gnq_percentile']:.1f}" if link else "")
         console.print(f"secrets: mean exposure (bits) on the global model by repeats: {by}; "
-                      f"{secrets['extracted']} extracted", highlight=False)
+                      f"{secrets['global']['extracted']} extracted{gnq}", highlight=False)
     attacks = results.get("attacks") or {}
     if attacks:
         t = Table(title="membership inference on the global model (pooled over clients)")
