@@ -115,15 +115,19 @@ def repeats(data: str, out: str) -> None:
                            overrides=[f"data.path={data}", *sets, *extra])
         res = json.loads((Path(run.dir) / "results.json").read_text())
         eps = (res.get("defense") or {}).get("epsilon")
+        eps = "-" if eps is None else eps if isinstance(eps, str) else f"{eps:.2f}"
+
+        def mean(xs: list, digits: int) -> str:  # "-" where nothing applies (references)
+            return f"{np.mean(xs):.{digits}f}" if xs else "-"
+
         for k in (0, 1, 2, 4, 8, 16):
             group = [e for e in res["secrets"] if e["repeats"] == k]
             srv = [e["server_view"]["exposure"] for e in group if e["server_view"]]
             gnq = [e["gnq_percentile"] for e in group if e["gnq_percentile"] is not None]
-            print(f"| {label} | {eps if isinstance(eps, str) or eps is None else f'{eps:.2f}'} "
-                  f"| {'references' if k == 0 else k} | {len(group)} | "
-                  f"{np.mean([e['exposure'] for e in group]):.2f} | "
-                  f"{np.mean(srv):.2f} | {sum(e['extracted'] for e in group)} | "
-                  f"{np.mean(gnq):.1f} |" if group else "", flush=True)
+            if group:
+                print(f"| {label} | {eps} | {'references' if k == 0 else k} | {len(group)} | "
+                      f"{mean([e['exposure'] for e in group], 2)} | {mean(srv, 2)} | "
+                      f"{sum(e['extracted'] for e in group)} | {mean(gnq, 1)} |", flush=True)
         print(f"| {label}: {res['timing']['total_seconds']:.0f} s, test accuracy "
               f"{res['model']['test_accuracy']:.3f} |||||||")
 
