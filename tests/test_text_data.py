@@ -234,7 +234,9 @@ def test_text_refuses_image_canaries(tmp_path):
     p = tmp_path / "play.txt"
     p.write_text(_play(), encoding="utf-8")
     s = _scenario(p)
-    with pytest.raises(ScenarioError, match=r"^canaries.count = 2: .* text data"):
+    with pytest.raises(ScenarioError, match=r"^canaries.kind = .mislabeled.: the mislabeled "
+                                            r"canaries are images; text data .* takes "
+                                            r"canaries.kind = .secret."):
         build_federated_data(dataclasses.replace(
             s, canaries=dataclasses.replace(s.canaries, count=2)))
 
