@@ -175,22 +175,11 @@ def _gnq_model() -> nn.Module:
 
 
 def _opacus_grad_samples(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float):
-    """The per-sample gradients the DPOptimizer holds for one batch (the production path:
-    make_private with loss_reduction="mean", one forward/backward of the batch mean)."""
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
+    """The per-sample gradients the DPOptimizer holds for one batch (one forward/backward
+    of the batch mean)."""
+    from opacus_helpers import opacus_grad_samples
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(TensorDataset(x, y), batch_size=len(y))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m, o, dl = PrivacyEngine(secure_mode=False).make_private(
-            module=model, optimizer=opt, data_loader=loader, noise_multiplier=1.0,
-            max_grad_norm=clip, poisson_sampling=False, loss_reduction="mean")
-        xb, yb = next(iter(dl))
-        o.zero_grad()
-        F.cross_entropy(m(xb), yb).backward()
-    return o.grad_samples
+    return opacus_grad_samples(model, x, y, clip=clip, batch_loss=F.cross_entropy)
 
 
 def _batch(B=9):

@@ -3,17 +3,12 @@ canaries in two clients, the secrets stage on the global model and the server's 
 results.json, the console line and the report section."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from test_text_e2e import write_play
+from test_text_e2e import run_cli, write_play
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_secrets_end_to_end(tmp_path):
@@ -22,13 +17,7 @@ def test_secrets_end_to_end(tmp_path):
             "data.seq_len=32", "data.min_role_sequences=4", "attack.members_per_client=8",
             "canaries.clients=[0,1]", "canaries.count=1", "canaries.repeats=[1,8]",
             "canaries.references=6", "canaries.secret_length=3", f"data.path={play}"]
-    args = [sys.executable, "-m", "fedaudit.cli", "run",
-            str(ROOT / "scenarios" / "shakespeare-secrets.toml"), "--out", str(tmp_path)]
-    for s in sets:
-        args += ["--set", s]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = Path(proc.stdout.strip().splitlines()[-1])
+    proc, run = run_cli("shakespeare-secrets", tmp_path, sets)
     res = json.loads((run / "results.json").read_text())
     secrets = res["secrets"]
     assert len(secrets) == 2 * 2 + 6  # 2 clients x 2 repeats values, 6 references

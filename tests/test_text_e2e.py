@@ -36,16 +36,22 @@ TINY = ["federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1
         "audit.quantization.quantizers=['fp32', 'int4']"]
 
 
-def test_text_scenario_runs_end_to_end(tmp_path):
-    play = write_play(tmp_path / "play.txt")
+def run_cli(scenario: str, out: Path, sets: list[str],
+            extra: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, Path]:
+    """``fedaudit run scenarios/SCENARIO.toml --out OUT [EXTRA] --set ...`` in a subprocess;
+    the finished process (exit 0 asserted) and its run directory."""
     args = [sys.executable, "-m", "fedaudit.cli", "run",
-            str(ROOT / "scenarios" / "shakespeare-small.toml"), "--out", str(tmp_path),
-            "--set", f"data.path={play}"]
-    for s in TINY:
+            str(ROOT / "scenarios" / f"{scenario}.toml"), "--out", str(out), *extra]
+    for s in sets:
         args += ["--set", s]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = Path(proc.stdout.strip().splitlines()[-1])
+    return proc, Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_text_scenario_runs_end_to_end(tmp_path):
+    play = write_play(tmp_path / "play.txt")
+    _, run = run_cli("shakespeare-small", tmp_path, [f"data.path={play}", *TINY])
     res = json.loads((run / "results.json").read_text())
 
     assert res["data"]["shape"] == [32] and res["data"]["text"]["seq_len"] == 32
@@ -103,17 +109,14 @@ def test_reference_attacks_on_text_end_to_end(tmp_path):
     per client), FedMIA on the clients' models: each sequence scored by its geometric-mean
     target probability (attacks.sequences)."""
     play = write_play(tmp_path / "play.txt")
-    args = [sys.executable, "-m", "fedaudit.cli", "run",
-            str(ROOT / "scenarios" / "shakespeare-small.toml"), "--out", str(tmp_path),
-            "--no-report", "--cache", str(tmp_path / "cache"), "--set", f"data.path={play}"]
-    for s in [*TINY[1:], "federation.num_clients=4", "audit.quantization.enabled=false",
-              "attack.methods=['loss', 'lira', 'rmia', 'fedmia']",
-              "attack.targets=['global', 'clients']", "attack.reference.models=2",
-              "attack.reference.allow_smaller=true", "attack.rmia.a=0.3"]:
-        args += ["--set", s]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads((Path(proc.stdout.strip().splitlines()[-1]) / "results.json").read_text())
+    _, run = run_cli("shakespeare-small", tmp_path,
+                     [f"data.path={play}", *TINY[1:], "federation.num_clients=4",
+                      "audit.quantization.enabled=false",
+                      "attack.methods=['loss', 'lira', 'rmia', 'fedmia']",
+                      "attack.targets=['global', 'clients']", "attack.reference.models=2",
+                      "attack.reference.allow_smaller=true", "attack.rmia.a=0.3"],
+                     extra=("--no-report", "--cache", str(tmp_path / "cache")))
+    res = json.loads((run / "results.json").read_text())
     assert set(res["attacks"]) == {"loss", "lira", "rmia"}
     assert res["attacks"]["lira"]["reference_models"] == 2
     assert all(0 <= res["attacks"][m]["auc"] <= 1 for m in res["attacks"])

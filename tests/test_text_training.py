@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import warnings
 import zlib
 from pathlib import Path
 
@@ -96,20 +95,11 @@ def test_per_sample_losses_and_evaluate_on_a_transformer_by_hand():
 
 
 def _opacus_grad_samples(model, x, y):
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
+    from opacus_helpers import opacus_grad_samples
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(TensorDataset(x, y), batch_size=len(y))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m, o, dl = PrivacyEngine(secure_mode=False).make_private(
-            module=model, optimizer=opt, data_loader=loader, noise_multiplier=1.0,
-            max_grad_norm=1e12, poisson_sampling=False, loss_reduction="mean")
-        xb, yb = next(iter(dl))
-        o.zero_grad()
-        (summed_loss(m(xb), yb) / len(yb)).backward()  # what train_local_dpsgd runs
-    return o.grad_samples
+    # the summed per-sequence loss over the batch: what train_local_dpsgd runs
+    return opacus_grad_samples(model, x, y, clip=1e12,
+                               batch_loss=lambda out, t: summed_loss(out, t) / len(t))
 
 
 def test_opacus_per_sequence_gradients_are_each_sequences_own_loss_gradient():
