@@ -125,3 +125,15 @@ def test_beam_decoding_recovers_what_greedy_misses():
     assert got.shape == (27, 3) and np.allclose(bits, np.sort(px), rtol=0, atol=1e-13)
     assert int(np.ravel_multi_index([ALPHABET.index(s) for s in got[0]], (3, 3, 3))) == \
         int(np.argmin(px))
+
+
+def test_candidate_index_and_tokens_follow_the_enumeration_order():
+    from fedaudit.secrets import candidate_index, candidate_tokens
+
+    alphabet = (4, 1, 3)  # unsorted on purpose: positions, not token values, are digits
+    every = np.array(list(itertools.product(alphabet, repeat=3)))  # the enumeration's order
+    assert np.array_equal(candidate_tokens(np.arange(27), alphabet, 3), every)
+    assert candidate_index(every, alphabet).tolist() == list(range(27))
+    px = candidate_log_perplexities(TableModel(_table()), (0, 5), alphabet, 3)
+    want = [_px_by_hand(_table(), (0, 5), tuple(s)) for s in every]
+    assert np.allclose(px, want, rtol=0, atol=1e-13)

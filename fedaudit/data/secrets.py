@@ -30,6 +30,7 @@ import numpy as np
 from fedaudit.data.datasets.base import TextMeta
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import CanariesConfig
+from fedaudit.secrets import candidate_tokens
 
 __all__ = ["PlantedSecrets", "PlantedText", "plant_secrets"]
 
@@ -104,10 +105,8 @@ def plant_secrets(x: np.ndarray, y: np.ndarray, vocab: tuple[str, ...], text: Te
     prefix = np.array([index[ch] for ch in cfg.template], dtype=np.int64)
     alphabet = np.array([index[ch] for ch in cfg.alphabet], dtype=np.int64)
     rng = np.random.default_rng([seed, _SEED_TAG])
-    codes = rng.choice(space, size=total, replace=False)
-    digits = np.stack([(codes // len(alphabet) ** p) % len(alphabet)
-                       for p in range(cfg.secret_length - 1, -1, -1)], axis=1)
-    tokens = alphabet[digits].reshape(total, cfg.secret_length)
+    tokens = candidate_tokens(rng.choice(space, size=total, replace=False), alphabet,
+                              cfg.secret_length)
     newline = np.array([index["\n"]] if "\n" in index else [], dtype=np.int64)
     xs, ys, speakers, speeches, seq_ids = [], [], [], [], []
     corpus = [c.copy() for c in clients]  # the fills come from the corpus's windows

@@ -37,8 +37,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["NextLogProbs", "candidate_log_perplexities", "exposure", "exposure_extrapolated",
-           "log_perplexities", "rank"]
+__all__ = ["NextLogProbs", "candidate_index", "candidate_log_perplexities", "candidate_tokens",
+           "exposure", "exposure_extrapolated", "log_perplexities", "rank"]
 
 #: the model as the secrets see it: token contexts (B, T) int64 -> natural-log
 #: probabilities (B, V) of the next token after each context
@@ -55,6 +55,40 @@ def _tokens(seq: Sequence[int] | np.ndarray, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _prefix(prefix: Sequence[int] | np.ndarray) -> np.ndarray:
+    p = _tokens(prefix, "prefix")
+    if len(p) == 0:
+        raise ValueError("prefix must hold at least one token")
+    return p
+
+
+def _contexts(prefix: np.ndarray, alphabet: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """prefix + the tokens of each row of ``paths`` (alphabet positions): (len(paths),
+    len(prefix) + paths.shape[1]) contexts of a tree walk over the candidates."""
+    return np.concatenate([np.broadcast_to(prefix, (len(paths), len(prefix))),
+                           alphabet[paths]], axis=1)
+
+
+def candidate_tokens(codes: np.ndarray, alphabet: Sequence[int] | np.ndarray,
+                     length: int) -> np.ndarray:
+    """The tokens (n, length) of candidates by index: index c is read as a base-|A|
+    number of ``length`` digits, most significant first, each digit an alphabet position
+    (the order of :func:`candidate_log_perplexities`)."""
+    alphabet = _tokens(alphabet, "alphabet")
+    a, codes = len(alphabet), np.asarray(codes, dtype=np.int64)
+    digits = np.stack([(codes // a ** p) % a for p in range(length - 1, -1, -1)], axis=-1)
+    return alphabet[digits.reshape(len(codes), length)]
+
+
+def candidate_index(tokens: np.ndarray, alphabet: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The inverse of :func:`candidate_tokens`: each row of ``tokens`` (n, L), all from
+    ``alphabet``, as its candidate index."""
+    alphabet = _tokens(alphabet, "alphabet")
+    tokens = np.asarray(tokens, dtype=np.int64)
+    digits = np.argsort(alphabet)[np.searchsorted(np.sort(alphabet), tokens)]
+    return (digits * len(alphabet) ** np.arange(tokens.shape[1] - 1, -1, -1)).sum(axis=1)
+
+
 def _next(model: NextLogProbs, contexts: np.ndarray) -> np.ndarray:
     out = np.asarray(model(contexts), dtype=np.float64)
     if out.ndim != 2 or out.shape[0] != contexts.shape[0]:
@@ -67,9 +101,7 @@ def log_perplexities(model: NextLogProbs, prefix: Sequence[int], secrets: np.nda
                      batch_size: int = 4096) -> np.ndarray:
     """Px (bits) of each row of ``secrets`` (S, L) after ``prefix``: L batched model calls
     (position i: the contexts prefix + secret[:i] of every secret)."""
-    prefix = _tokens(prefix, "prefix")
-    if len(prefix) == 0:
-        raise ValueError("prefix must hold at least one token")
+    prefix = _prefix(prefix)
     secrets = np.asarray(secrets, dtype=np.int64)
     if secrets.ndim != 2:
         raise ValueError(f"secrets must be (S, L) token ids, got shape {secrets.shape}")
@@ -89,17 +121,14 @@ def candidate_log_perplexities(model: NextLogProbs, prefix: Sequence[int],
     ``prefix``, float64 of length |A|^length in lexicographic order of the alphabet's
     positions (candidate index = the secret read as a base-|A| number).  Exact: depth d
     of the tree costs |A|^d contexts, so |A|^0 + ... + |A|^(length-1) in all."""
-    prefix, alphabet = _tokens(prefix, "prefix"), _tokens(alphabet, "alphabet")
-    if len(prefix) == 0:
-        raise ValueError("prefix must hold at least one token")
+    prefix, alphabet = _prefix(prefix), _tokens(alphabet, "alphabet")
     if length < 1 or len(alphabet) < 1 or len(np.unique(alphabet)) != len(alphabet):
         raise ValueError("need length >= 1 and an alphabet of distinct tokens")
     a = len(alphabet)
     paths = np.zeros((1, 0), dtype=np.int64)  # alphabet positions of each prefix so far
     px = np.zeros(1)
     for _ in range(length):
-        contexts = np.concatenate([np.broadcast_to(prefix, (len(paths), len(prefix))),
-                                   alphabet[paths]], axis=1)
+        contexts = _contexts(prefix, alphabet, paths)
         logp = np.concatenate([_next(model, contexts[i:i + batch_size])
                                for i in range(0, len(contexts), batch_size)])
         step = -logp[:, alphabet] * _LOG2E  # (paths, a)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedaudit.secrets.exposure import _LOG2E, NextLogProbs, _next, _tokens
+from fedaudit.secrets.exposure import _LOG2E, NextLogProbs, _contexts, _next, _prefix, _tokens
 
 __all__ = ["beam_decode"]
 
@@ -25,18 +25,14 @@ def beam_decode(model: NextLogProbs, prefix: Sequence[int], alphabet: Sequence[i
                 length: int, *, beam: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(the final beams' tokens, int64 (min(beam, |A|^length), length), most likely first;
     their log-perplexities in bits)."""
-    prefix, alphabet = _tokens(prefix, "prefix"), _tokens(alphabet, "alphabet")
-    if len(prefix) == 0:
-        raise ValueError("prefix must hold at least one token")
+    prefix, alphabet = _prefix(prefix), _tokens(alphabet, "alphabet")
     if length < 1 or beam < 1:
         raise ValueError(f"need length >= 1 and beam >= 1, got {length}, {beam}")
     paths = np.zeros((1, 0), dtype=np.int64)
     px = np.zeros(1)
     a = len(alphabet)
     for _ in range(length):
-        contexts = np.concatenate([np.broadcast_to(prefix, (len(paths), len(prefix))),
-                                   alphabet[paths]], axis=1)
-        step = -_next(model, contexts)[:, alphabet] * _LOG2E
+        step = -_next(model, _contexts(prefix, alphabet, paths))[:, alphabet] * _LOG2E
         total = (px[:, None] + step).ravel()
         keep = np.argsort(total, kind="stable")[:beam]
         paths = np.concatenate([paths[keep // a], (keep % a)[:, None]], axis=1)

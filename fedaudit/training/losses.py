@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from fedaudit.models.transformer import sequence_loss
+
 __all__ = ["batch_loss", "correct", "sample_losses", "summed_loss"]
 
 
@@ -40,7 +42,7 @@ def sample_losses(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Per-sample loss l_i (B,), in the dtype of ``out``."""
     if not _is_sequence(out, y):
         return F.cross_entropy(out, y, reduction="none")
-    return F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(1)
+    return sequence_loss(out, y)
 
 
 def batch_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -33,8 +33,9 @@ from fedaudit.data.secrets import PlantedSecrets
 from fedaudit.rundir import load_checkpoint
 from fedaudit.rundir.client_models import client_model_rounds
 from fedaudit.rundir.layout import GNQ_SAMPLES_NAME, client_model_path
-from fedaudit.secrets import (NextLogProbs, beam_decode, candidate_log_perplexities,
-                              exposure, exposure_extrapolated, log_perplexities)
+from fedaudit.secrets import (NextLogProbs, beam_decode, candidate_index,
+                              candidate_log_perplexities, candidate_tokens, exposure,
+                              exposure_extrapolated, log_perplexities)
 
 __all__ = ["EXACT_LIMIT", "SAMPLE", "Secrets", "gnq_percentiles", "next_log_probs",
            "view_exposure"]
@@ -62,15 +63,6 @@ def next_log_probs(model: torch.nn.Module, device: torch.device,
     return call
 
 
-def _codes(secrets: PlantedSecrets) -> np.ndarray:
-    """Each secret's index among the candidates (its alphabet positions, base |A|)."""
-    pos = np.searchsorted(np.sort(secrets.alphabet), secrets.tokens)
-    order = np.argsort(secrets.alphabet)
-    digits = order[pos]
-    a = len(secrets.alphabet)
-    return (digits * a ** np.arange(digits.shape[1] - 1, -1, -1)).sum(axis=1)
-
-
 def view_exposure(model: NextLogProbs, secrets: PlantedSecrets, *, beam: int,
                   seed: int) -> tuple[np.ndarray, np.ndarray, str]:
     """(exposure per secret, extracted per secret, the method) on one model."""
@@ -78,13 +70,14 @@ def view_exposure(model: NextLogProbs, secrets: PlantedSecrets, *, beam: int,
     space = a ** length
     if space <= EXACT_LIMIT:
         px = candidate_log_perplexities(model, secrets.prefix, secrets.alphabet, length)
-        expo = np.asarray(exposure(px[_codes(secrets)], px), dtype=np.float64)
+        own = px[candidate_index(secrets.tokens, secrets.alphabet)]
+        expo = np.asarray(exposure(own, px), dtype=np.float64)
         method = f"exact: all {space} candidates ranked"
     else:
         rng = np.random.default_rng([seed, 32, 1])
-        codes = rng.choice(space, size=SAMPLE, replace=False)
-        digits = np.stack([(codes // a ** p) % a for p in range(length - 1, -1, -1)], axis=1)
-        sample = log_perplexities(model, secrets.prefix, secrets.alphabet[digits])
+        drawn = candidate_tokens(rng.choice(space, size=SAMPLE, replace=False),
+                                 secrets.alphabet, length)
+        sample = log_perplexities(model, secrets.prefix, drawn)
         own = log_perplexities(model, secrets.prefix, secrets.tokens)
         expo = np.asarray(exposure_extrapolated(own, sample), dtype=np.float64)
         method = f"extrapolated: skew-normal fit to {SAMPLE} of {space} candidates"

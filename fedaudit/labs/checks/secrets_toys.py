@@ -10,6 +10,7 @@ import numpy as np
 
 from fedaudit.labs.checks import SCORE_TOL, as_number, fail
 from fedaudit.labs.todo import require
+from fedaudit.secrets import candidate_index
 
 _LN2 = math.log(2.0)
 
@@ -123,10 +124,7 @@ _EXPOSURE_MISTAKES = {
 
 def codes(lm) -> np.ndarray:
     """Each secret's index among the candidates (its alphabet positions read in base |A|)."""
-    sec = lm.secrets
-    pos = np.argsort(sec.alphabet)[np.searchsorted(np.sort(sec.alphabet), sec.tokens)]
-    a = len(sec.alphabet)
-    return (pos * a ** np.arange(pos.shape[1] - 1, -1, -1)).sum(axis=1)
+    return candidate_index(lm.secrets.tokens, lm.secrets.alphabet)
 
 
 def _bounds(px_all: np.ndarray, px: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
