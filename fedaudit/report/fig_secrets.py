@@ -40,7 +40,7 @@ def section_secrets(run: RunData) -> str:
              str(s["repeats"]), fmt(s["exposure"], 2), "yes" if s["extracted"] else "no",
              fmt((s.get("server_view") or {}).get("exposure"), 2),
              fmt(s.get("gnq_percentile"), 1)]
-            for s in sorted(secrets, key=lambda s: (-s["repeats"], s["client"] or -1))]
+            for s in sorted(secrets, key=lambda s: (-s["repeats"], -1 if s["client"] is None else s["client"]))]
     link = summary.get("gnq_vs_exposure")
     tail = ("" if not link else
             f"<p>GNQ percentile vs exposure (global model), planted secrets: Spearman "
