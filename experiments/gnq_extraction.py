@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import fedaudit
-from fedaudit.audit.stages.secrets import next_log_probs
+from fedaudit.audit.stages.secrets import client_percentiles, next_log_probs
 from fedaudit.config import load_scenario
 from fedaudit.data import build_federated_data
 from fedaudit.models import model_for
@@ -59,16 +59,8 @@ def greedy_completion(model, x: np.ndarray, y: np.ndarray, device) -> np.ndarray
 def within_client_percentiles(run_dir: Path, clients) -> dict[int, float]:
     """sequence id -> its total client-side GNQ's percentile within its client."""
     with np.load(run_dir / GNQ_SAMPLES_NAME) as z:
-        uniq, inv = np.unique(z["sample_id"], return_inverse=True)
-        total = np.bincount(inv, weights=z["score"])
-    out = {}
-    for ids in clients:
-        ids = ids[np.isin(ids, uniq)]
-        t = total[np.searchsorted(uniq, ids)]
-        pool = np.sort(t)
-        for i, v in zip(ids, t):
-            out[int(i)] = 100.0 * np.searchsorted(pool, v, side="right") / len(pool)
-    return out
+        ids, pct = client_percentiles(z["sample_id"], z["score"], clients)
+    return dict(zip(ids.tolist(), pct.tolist()))
 
 
 def ranking(data: str, out: str) -> None:

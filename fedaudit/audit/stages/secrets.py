@@ -37,8 +37,8 @@ from fedaudit.secrets import (NextLogProbs, beam_decode, candidate_index,
                               candidate_log_perplexities, candidate_tokens, exposure,
                               exposure_extrapolated, log_perplexities)
 
-__all__ = ["EXACT_LIMIT", "SAMPLE", "Secrets", "gnq_percentiles", "next_log_probs",
-           "view_exposure"]
+__all__ = ["EXACT_LIMIT", "SAMPLE", "Secrets", "client_percentiles", "gnq_percentiles",
+           "next_log_probs", "view_exposure"]
 
 log = logging.getLogger("fedaudit")
 
@@ -86,24 +86,33 @@ def view_exposure(model: NextLogProbs, secrets: PlantedSecrets, *, beam: int,
     return expo, extracted, method
 
 
-def gnq_percentiles(sample_id: np.ndarray, score: np.ndarray,
-                    clients: tuple[np.ndarray, ...], secrets: PlantedSecrets) -> np.ndarray:
-    """Each secret's GNQ percentile in its client (module docstring); NaN for a reference
-    or a secret none of whose copies was scored."""
+def client_percentiles(sample_id: np.ndarray, score: np.ndarray,
+                       clients: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(every scored training sequence's id, sorted; its total GNQ's percentile in its
+    client, 100 |{s in client: total(s) <= its total}| / |client's scored sequences|)."""
     uniq, inv = np.unique(sample_id, return_inverse=True)
     total = np.bincount(inv, weights=score)
+    pct = np.full(len(uniq), np.nan)
+    for ids in clients:
+        at = np.searchsorted(uniq, ids[np.isin(ids, uniq)])
+        if len(at):
+            pct[at] = 100.0 * np.searchsorted(np.sort(total[at]), total[at],
+                                              side="right") / len(at)
+    keep = ~np.isnan(pct)
+    return uniq[keep], pct[keep]
+
+
+def gnq_percentiles(sample_id: np.ndarray, score: np.ndarray,
+                    clients: tuple[np.ndarray, ...], secrets: PlantedSecrets) -> np.ndarray:
+    """Each secret's GNQ percentile in its client (module docstring): the mean of its
+    copies' :func:`client_percentiles`; NaN for a reference or a secret none of whose
+    copies was scored."""
+    ids, pct = client_percentiles(sample_id, score, clients)
     out = np.full(secrets.size, np.nan)
     for s in range(secrets.size):
-        c, copies = secrets.client[s], secrets.sequence_ids[s]
-        if c < 0:
-            continue
-        own = clients[c][np.isin(clients[c], uniq)]
-        got = copies[np.isin(copies, uniq)]
-        if not len(got) or not len(own):
-            continue
-        pool = np.sort(total[np.searchsorted(uniq, own)])
-        mine = total[np.searchsorted(uniq, got)]
-        out[s] = float(np.mean(100.0 * np.searchsorted(pool, mine, side="right") / len(pool)))
+        got = secrets.sequence_ids[s][np.isin(secrets.sequence_ids[s], ids)]
+        if secrets.client[s] >= 0 and len(got):
+            out[s] = float(np.mean(pct[np.searchsorted(ids, got)]))
     return out
 
 
