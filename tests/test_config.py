@@ -219,6 +219,21 @@ def test_defaults_are_the_declared_defaults():
         s.model.depth  # noqa: B018
 
 
+def test_declaring_the_scenario_imports_no_plug_in_package():
+    """The tables name registry choices lazily: importing fedaudit.scenario (and reading
+    its declarations) imports neither torch nor a registry's package; the choices are the
+    names registered when asked."""
+    code = ("import sys; from fedaudit.scenario import DataConfig; "
+            "from fedaudit.scenario.declare import table_keys; "
+            "f = table_keys(DataConfig)['dataset']; "
+            "print(sorted(m for m in ('torch', 'numpy', 'fedaudit.data') if m in sys.modules)); "
+            "import fedaudit.data; print('digits' in f.choices())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["[]", "True"]
+
+
 def test_scenario_is_typed_frozen_and_round_trips_its_sections():
     import dataclasses
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from fedaudit.options import Field
 
-__all__ = ["FrozenMapping", "PluginKeys", "PluginTables", "Table", "build", "declared_tables", "entry_tables",
-           "flatten", "key", "layout", "plugin_keys", "table_keys"]
+__all__ = ["FrozenMapping", "PluginKeys", "PluginTables", "Table", "build", "declared_tables",
+           "entry_tables", "flatten", "key", "layout", "plugin_keys", "table_keys"]
 
 _KEY = "fedaudit.key"
 _PLUGINS = "fedaudit.plugins"
@@ -155,6 +155,12 @@ def _plugins(f: dataclasses.Field) -> _Plugins | None:
     return f.metadata.get(_PLUGINS)
 
 
+def _plugin_keys_of(cls: type) -> str | None:
+    """The registry kind whose entries' options join the table ``cls`` (or None)."""
+    kinds = [p.kind for f in dataclasses.fields(cls) if (p := _plugins(f)) and p.how == "keys"]
+    return kinds[0] if kinds else None
+
+
 def _subtable(cls: type, f: dataclasses.Field) -> type | None:
     t = _hints(cls)[f.name]
     return t if isinstance(t, type) and dataclasses.is_dataclass(t) else None
@@ -190,10 +196,9 @@ def layout(root: type) -> tuple[Table | PluginTables, ...]:
     out: list[Table | PluginTables] = []
 
     def walk(cls: type, path: str) -> None:
-        extra = [p.kind for f in dataclasses.fields(cls) if (p := _plugins(f)) and p.how == "keys"]
-        keys = table_keys(cls)
+        keys, extra = table_keys(cls), _plugin_keys_of(cls)
         if keys or extra:
-            out.append(Table(path, cls, keys, extra[0] if extra else None))
+            out.append(Table(path, cls, keys, extra))
         for f in dataclasses.fields(cls):
             sub, p = _subtable(cls, f), _plugins(f)
             if sub is not None:
@@ -250,10 +255,9 @@ def flatten(obj: Any) -> dict[str, dict[str, Any]]:
     def walk(node: Any, path: str) -> None:
         cls = type(node)
         keys = table_keys(cls)
-        fields = dataclasses.fields(cls)
-        if keys or any((p := _plugins(f)) and p.how == "keys" for f in fields):
+        if keys or _plugin_keys_of(cls):
             out[path] = {}
-        for f in fields:
+        for f in dataclasses.fields(cls):
             value, p = getattr(node, f.name), _plugins(f)
             if f.name in keys:
                 out[path][f.name] = _thawed(value)
