@@ -1,8 +1,9 @@
 """Typed option declarations: a key's type(s), default, help and constraints.
 
-The scenario schema (:mod:`fedaudit.config`) is made of :class:`Field` declarations, and so
-are the options a plug-in declares at registration (``register_attack(..., options={...})``):
-one validation path (:func:`check_value`) for both.
+The scenario schema (:mod:`fedaudit.config`) is made of :class:`Field` declarations: the
+keys of :mod:`fedaudit.scenario`'s tables and the options a plug-in declares at
+registration (``register_attack(..., options={...})``, ``register_model(...,
+options={...})``): one validation path (:func:`check_value`) for both.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ def option(types, default, help, **kw) -> Field:
     if not isinstance(types, tuple):
         types = (types,)
     return Field(types=types, default=default, help=help, **kw)
+
+
+def check_options(owner: str, options: Any) -> None:
+    """At registration: ``options`` must map names to :class:`Field` (``owner`` names the
+    registration in the ``TypeError``, e.g. ``"model 'transformer'"``)."""
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{owner}: options must be a dict of name -> fedaudit.options.Field")
+    bad = [k for k, v in options.items() if not isinstance(v, Field)]
+    if bad:
+        raise TypeError(f"{owner}: option {bad[0]!r} must be a fedaudit.options.Field (see "
+                        "fedaudit.options.option)")
 
 
 def _type_name(types: tuple[type, ...]) -> str:

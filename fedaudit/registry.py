@@ -22,6 +22,7 @@ listing what is allowed.  A *family* resolves keys by pattern (``ternary-sparse9
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -33,7 +34,8 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K")
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryError", "Entry", "import_submodules", "instance_registrar"]
+__all__ = ["Registry", "RegistryError", "Entry", "import_submodules", "instance_registrar",
+           "registered", "registry_of"]
 
 
 class RegistryError(ValueError, LookupError):
@@ -64,6 +66,12 @@ def _origin(obj: Any) -> tuple[Any, Any]:
     return getattr(code, "__module__", None), getattr(code, "__qualname__", None)
 
 
+#: every registry by the kind it holds (``Registry.kind``), recorded as each is created: how
+#: a scenario key names its choices (:func:`registered`) without importing the package that
+#: defines the registry
+_BY_KIND: dict[str, "Registry"] = {}
+
+
 def _key_text(key: Any) -> str:
     return key.__name__ if isinstance(key, type) else str(key)
 
@@ -85,6 +93,7 @@ class Registry(Mapping[K, T]):
         self._entries: dict[K, Entry[T]] = {}
         self._builtin: dict[K, Entry[T]] = {}
         self._families: list[_Family] = []
+        _BY_KIND[kind] = self
 
     # ---- registering --------------------------------------------------------------
     def register(self, key: K, obj: T | None = None, /, *, replace: bool = False, **meta: Any):
@@ -214,3 +223,26 @@ def instance_registrar(registry: Registry, key_attr: str, doc: str) -> Callable:
         return add if cls is None else add(cls)
     register.__doc__ = doc
     return register
+
+
+def registry_of(kind: str) -> Registry:
+    """The registry holding ``kind`` entries ("dataset", "model", "attack" ...); it exists
+    once the package defining it is imported (:func:`fedaudit.config.schema.registries`
+    imports them all)."""
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise RegistryError(f"no {kind} registry is loaded yet; import the package that "
+                            "defines it (fedaudit.config.schema.registries() loads them "
+                            "all)") from None
+
+
+def _registered_names(kind: str) -> tuple[str, ...]:
+    return registry_of(kind).names()
+
+
+def registered(kind: str) -> Callable[[], tuple[str, ...]]:
+    """Lazy choices for a scenario key (``choices=registered("dataset")``): the names
+    registered as ``kind`` when the key is checked, so a plug-in registered later is
+    allowed and declaring the key imports nothing."""
+    return functools.partial(_registered_names, kind)

@@ -15,19 +15,23 @@ def write(tmp_path, text, name="s.toml"):
     return str(p)
 
 
-def test_bundled_scenarios_validate():
-    """Every bundled scenario validates; one whose dataset reads a file the user names
-    (``data.path``, e.g. the play of ``shakespeare-small``) is given a path."""
+def _bundled():
+    """Every bundled scenario, loaded (one whose dataset reads a file gets a path)."""
     import tomllib
 
     from fedaudit.data import DATASETS
 
-    names = bundled_scenarios()
-    assert "quickstart" in names
-    for name, path in names.items():
+    for name, path in sorted(bundled_scenarios().items()):
         dataset = tomllib.loads(path.read_text()).get("data", {}).get("dataset", "digits")
         needs = DATASETS.meta(dataset).get("needs_path")
-        s = load_scenario(name, ["data.path=play.txt"] if needs else [])
+        yield load_scenario(name, ["data.path=play.txt"] if needs else [])
+
+
+def test_bundled_scenarios_validate():
+    """Every bundled scenario validates; one whose dataset reads a file the user names
+    (``data.path``, e.g. the play of ``shakespeare-small``) is given a path."""
+    assert "quickstart" in bundled_scenarios()
+    for s in _bundled():
         assert s.scenario.name
 
 
@@ -60,6 +64,8 @@ def test_defaults_cover_schema_and_round_trip():
     ("[canaries]\ncount = 2\nclients = [12]\n", "client 12 does not exist"),
     ("[federation.client_resources]\nnum_cpus = 0\n", "must be > 0"),
     ("[federation.client_resources]\nnum_tpus = 1\n", "unknown key"),
+    ("[model]\nlayers = 0\n", "model.layers = 0: out of range, must be >= 1 and <= 64"),
+    ("[data]\nimage_size = -1\n", "data.image_size = -1: out of range, must be >= 0"),
     ("federation = 3\n", "must be a table"),
     ("[scenario]\nname = '../escape'\n", "may only contain"),
     ("not toml at all [", "not valid TOML"),
@@ -120,6 +126,7 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
     for cmd in (["run", bad, "--out", str(out)], ["validate", bad],
                 ["run", "quickstart", "--out", str(out), "--set", "train.optimizer=rmsprop"],
                 ["run", "quickstart", "--out", str(out), "--set", "nonsense"],
+                ["validate", "quickstart", "--set", "model.heads=0"],
                 ["run", str(tmp_path / "missing.toml"), "--out", str(out)],
                 ["frobnicate"]):
         proc = subprocess.run([sys.executable, "-m", "fedaudit.cli", *cmd], capture_output=True,
@@ -144,28 +151,87 @@ def test_defaults_are_valid_values():
     validate(defaults())
 
 
-def test_typed_tables_hold_exactly_the_schema_keys():
-    """Each dataclass of fedaudit.scenario has one field per key of its table (the nested
-    sub-tables and the plug-in options aside), so a key added to the schema and not to
-    the typed config (or the reverse) fails here."""
-    import dataclasses
-
-    from attacks import ATTACKS
+def _typed(s, table: str, key: str):
+    """``[table] key`` read the way code reads it: an attribute of the typed table, of an
+    attack's options, or of an audit stage's table."""
     from fedaudit.scenario import TABLES
 
-    from fedaudit.defenses import DEFENSES
+    if table in TABLES:
+        node = s
+        for part in table.split("."):
+            node = getattr(node, part)
+        return getattr(node, key)
+    if table.startswith("attack."):
+        return s.attack.options[table.split(".", 1)[1]][key]
+    return s.stages[table][key]
 
+
+def _listed(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def test_the_typed_scenario_and_the_schema_are_one_declaration():
+    """The views derived from the dataclasses agree: every bundled scenario's sections
+    list the schema's tables and keys in the schema's order, round-trip through
+    validation, and every schema key reaches the typed scenario with its value."""
     sch = schema()
-    plugin_tables = {f"attack.{n}" for n in ATTACKS.names() if ATTACKS.meta(n).get("options")}
-    assert set(TABLES) == set(sch) - plugin_tables
+    scenarios = list(_bundled())
+    assert len(scenarios) == len(bundled_scenarios()) > 5
+    for s in scenarios:
+        sections = s.sections()
+        assert list(sections) == list(sch), s.name
+        for table, fields in sch.items():
+            assert list(sections[table]) == list(fields), (s.name, table)
+            for key in fields:
+                assert _listed(_typed(s, table, key)) == sections[table][key], (table, key)
+        assert validate(sections) == s and from_toml(to_toml(s)) == s
+
+
+def test_defaults_are_the_declared_defaults():
+    """defaults() (the schema's) and the dataclasses' own defaults are one declaration; the
+    plug-in keys of [data], [model] and [defense] are the registered entries' options."""
+    import dataclasses
+
+    from fedaudit.data import DATASETS
+    from fedaudit.defenses import DEFENSES
+    from fedaudit.models import MODELS
+    from fedaudit.scenario import TABLES, Scenario
+    from fedaudit.scenario.declare import table_keys
+
+    d = defaults()
+    assert Scenario.from_sections(d).sections() == d
     for table, cls in TABLES.items():
-        fields = {f.name for f in dataclasses.fields(cls)
-                  if f.name not in ("client_resources", "init_args", "options", "reference")}
-        keys = {"kind"} if table == "defense" else set(sch[table])
-        assert fields == keys, table
-    declared = {k for kind in DEFENSES.names() for k in DEFENSES.get(kind).options}
-    assert set(sch["defense"]) == {"kind"} | declared == {"kind", "noise_multiplier",
-                                                           "clip_norm", "delta"}
+        own = {f.name: _listed(getattr(cls(), f.name)) for f in dataclasses.fields(cls)
+               if f.name in table_keys(cls)}
+        assert own == {k: v for k, v in d[table].items() if k in own} and own, table
+    declared = {"data": {k for n in DATASETS for k in DATASETS.meta(n)["options"]},
+                "model": {k for n in MODELS for k in MODELS.meta(n)["options"]},
+                "defense": {k for n in DEFENSES.names() for k in DEFENSES.get(n).options}}
+    assert declared == {"data": {"image_size", "seq_len", "min_role_sequences"},
+                        "model": {"layers", "heads"},
+                        "defense": {"noise_multiplier", "clip_norm", "delta"}}
+    for table, keys in declared.items():
+        assert set(d[table]) == set(table_keys(TABLES[table])) | keys, table
+    s = validate({})
+    assert (s.data.seq_len, s.data.image_size, s.model.layers, s.model.heads) == (80, 0, 2, 4)
+    assert s.defense.clip_norm == s.defense.options["clip_norm"] == 1.0
+    with pytest.raises(AttributeError, match="ModelConfig has no key 'depth'"):
+        s.model.depth  # noqa: B018
+
+
+def test_declaring_the_scenario_imports_no_plug_in_package():
+    """The tables name registry choices lazily: importing fedaudit.scenario (and reading
+    its declarations) imports neither torch nor a registry's package; the choices are the
+    names registered when asked."""
+    code = ("import sys; from fedaudit.scenario import DataConfig; "
+            "from fedaudit.scenario.declare import table_keys; "
+            "f = table_keys(DataConfig)['dataset']; "
+            "print(sorted(m for m in ('torch', 'numpy', 'fedaudit.data') if m in sys.modules)); "
+            "import fedaudit.data; print('digits' in f.choices())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["[]", "True"]
 
 
 def test_scenario_is_typed_frozen_and_round_trips_its_sections():
@@ -217,3 +283,76 @@ def test_the_literal_check_catches_what_it_warns_about():
                     "l": option(list, [], "h", item_choices=lambda: ("False", "b", "-2"))}}
     assert _literal_choices(schema) == ["t.k: 'true'", "t.k: '1e3'", "t.k: 'nan'",
                                         "t.l: 'False'", "t.l: '-2'"]
+
+
+@pytest.fixture()
+def ext_model():
+    """A model registered from outside the package, with an option of its own: the only
+    file a new model option touches."""
+    from torch import nn
+
+    from fedaudit.models import MODELS, register_model
+    from fedaudit.options import option
+
+    @register_model("ext-deep-mlp", options={
+        "depth": option(int, 2, "ext-deep-mlp: hidden layers", min=1, max=8)})
+    def deep_mlp(in_channels, image_size, num_classes, width=16, *, depth):
+        hidden = [m for _ in range(depth - 1) for m in (nn.Linear(width, width), nn.ReLU())]
+        return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * image_size ** 2, width),
+                             nn.ReLU(), *hidden, nn.Linear(width, num_classes))
+
+    yield
+    MODELS.unregister("ext-deep-mlp")
+
+
+def test_a_model_option_declared_outside_the_package_is_a_scenario_key(ext_model):
+    """The option joins [model] (schema, defaults, --set), is validated like any key, reaches
+    the typed scenario and scenario.toml, and the builder gets it."""
+    from torch import nn
+
+    from fedaudit.data import build_federated_data
+    from fedaudit.models import model_for
+
+    f = schema()["model"]["depth"]
+    assert (f.types, f.default, f.min, f.max) == ((int,), 2, 1, 8)
+    assert defaults()["model"] == {"name": "cnn", "width": 16, "layers": 2, "heads": 4,
+                                   "depth": 2}
+    s = load_scenario("quickstart", ["model.name=ext-deep-mlp", "model.depth=3"])
+    assert s.model.depth == s.model.options["depth"] == 3 and s.model.layers == 2
+    assert s.sections()["model"] == {"name": "ext-deep-mlp", "width": 16, "layers": 2,
+                                     "heads": 4, "depth": 3}
+    assert "depth = 3" in to_toml(s) and from_toml(to_toml(s)) == s
+    model = model_for(s.model, build_federated_data(s), seed=0)
+    assert sum(isinstance(m, nn.Linear) for m in model.modules()) == 1 + 2 + 1
+    with pytest.raises(ScenarioError, match=r"^--set model.depth=0: model.depth = 0: out of "
+                                            r"range, must be >= 1 and <= 8$"):
+        load_scenario("quickstart", ["model.name=ext-deep-mlp", "model.depth=0"])
+    with pytest.raises(ScenarioError, match=r"^scenario: model.depth = 'deep': wrong type, "
+                                            r"expected integer$"):
+        validate({"model": {"depth": "deep"}})
+
+
+def test_model_options_are_fields_declared_once(ext_model):
+    """A registered option must be a Field; a key two models declare must be declared
+    identically, and none may shadow a key of [model] itself."""
+    from fedaudit.models import MODELS, register_model
+    from fedaudit.options import option
+
+    with pytest.raises(TypeError, match="model 'ext-bad': option 'depth' must be a "
+                                        "fedaudit.options.Field"):
+        register_model("ext-bad", options={"depth": 3})(lambda *a, **k: None)
+    assert "ext-bad" not in MODELS
+    for options, message in [
+            ({"depth": option(int, 4, "other depth")},
+             r"model 'ext-other': option 'depth' clashes with another model's declaration "
+             r"of \[model\] depth"),
+            ({"width": option(int, 4, "width")},
+             r"model 'ext-other': option 'width' clashes with the declared key \[model\] "
+             r"width")]:
+        register_model("ext-other", options=options)(lambda *a, **k: None)
+        try:
+            with pytest.raises(ScenarioError, match=message):
+                schema()
+        finally:
+            MODELS.unregister("ext-other")
+    assert "depth" in schema()["model"]

@@ -1,7 +1,5 @@
 """Splits, partitioners, loaders and canaries."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -103,7 +101,7 @@ def test_mislabeled_canaries_change_labels_noise_changes_images():
 
 def _data(**values):
     """A ``[data]`` config with ``values`` (not cross-checked: the loaders are under test)."""
-    return dataclasses.replace(validate({}).data, **values)
+    return validate({}).data.replace(**values)
 
 
 def _npz(tmp_path, **arrays):

@@ -25,7 +25,7 @@ TOY = ("ALPHA:\nabcdefghij\nklmno\n\n"
 
 def _data(**values):
     """A ``[data]`` config (not cross-checked: the loader is under test)."""
-    return dataclasses.replace(validate({}).data, **{"dataset": "shakespeare", **values})
+    return validate({}).data.replace(**{"dataset": "shakespeare", **values})
 
 
 def _toy(tmp_path, text=TOY, **values):

@@ -6,7 +6,7 @@ asked of it (``check(scenario)``), so these functions hold only the federation's
 from __future__ import annotations
 
 from attacks.registry import attack_data
-from fedaudit.config.schema import _defenses, _registries, _stages
+from fedaudit.config.schema import registries
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import Scenario
 
@@ -14,11 +14,12 @@ from fedaudit.scenario import Scenario
 def check_cross(s: Scenario, source: str) -> None:
     """Constraints that involve several keys."""
     d, fed = s.data, s.federation
+    regs = registries()
     if d.holdout_fraction + d.test_fraction >= 0.95:
         raise ScenarioError(f"{source}: data.holdout_fraction + data.test_fraction = "
                             f"{d.holdout_fraction + d.test_fraction:g}: must be < 0.95 "
                             "so clients keep training data")
-    if _registries()[0].meta(d.dataset).get("needs_path") and not d.path:
+    if regs.datasets.meta(d.dataset).get("needs_path") and not d.path:
         raise ScenarioError(f"{source}: data.path is required when data.dataset = "
                             f"{d.dataset!r}")
     _check_text(s, source)
@@ -30,10 +31,10 @@ def check_cross(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
                             f"client {bad[0]} does not exist; allowed: "
                             f"0..{fed.num_clients - 1}")
-    problem = _defenses().get(s.defense.kind).check(s)
+    problem = regs.defenses.get(s.defense.kind).check(s)
     if problem:
         raise ScenarioError(f"{source}: {problem}")
-    for stage in _stages().ordered_stages():
+    for stage in regs.ordered_stages():
         problem = stage.check(s) if stage.enabled(s) else None
         if problem:
             raise ScenarioError(f"{source}: {problem}")
@@ -48,10 +49,12 @@ def check_cross(s: Scenario, source: str) -> None:
 
 def _check_text(s: Scenario, source: str) -> None:
     """Text data needs a model of token sequences (and the reverse), ``speaker`` needs
-    text data, a transformer's heads must divide its width, and every listed attack must
+    text data, the model's own check must pass (``register_model(check=...)``: a
+    transformer's heads must divide its width), and every listed attack must
     score the data's kind (its ``data=`` at registration: Res-MIA erodes images, LiRA,
     RMIA and FedMIA use class confidences, zlib decodes text)."""
-    datasets, models, _, attacks = _registries()
+    regs = registries()
+    datasets, models, attacks = regs.datasets, regs.models, regs.attacks
     d, m = s.data, s.model
     text = datasets.meta(d.dataset).get("kind") == "text"
     tokens = models.meta(m.name).get("inputs") == "tokens"
@@ -63,9 +66,10 @@ def _check_text(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: data.partitioner = 'speaker' needs text data with "
                             f"speaker roles (e.g. data.dataset = 'shakespeare'), not "
                             f"{d.dataset!r}")
-    if tokens and m.width % m.heads:
-        raise ScenarioError(f"{source}: model.heads = {m.heads}: must divide model.width = "
-                            f"{m.width}")
+    check = models.meta(m.name).get("check")
+    problem = check(m) if check is not None else None
+    if problem:  # what the model itself requires of [model] (register_model(check=...))
+        raise ScenarioError(f"{source}: {problem}")
     kind = "text" if text else "image"
     wrong = [n for n in s.attack.methods if kind not in attack_data(n)] if s.attack.enabled \
         else []

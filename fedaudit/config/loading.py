@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaudit.config.checks import check_cross
-from fedaudit.config.schema import (DEFAULT_TEXT_ATTACKS, _defenses, _registries, defaults,
-                                    schema)
+from fedaudit.config.schema import DEFAULT_TEXT_ATTACKS, defaults, registries, schema
 from fedaudit.errors import ScenarioError
 from fedaudit.options import check_value as _check_value
 from fedaudit.scenario import Scenario, sections_to_toml, to_toml  # noqa: F401 - re-exported
@@ -72,12 +71,13 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
                 raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
                                     f"[{sec}]: " + ", ".join(fields))
             resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
+    regs = registries()
     if "methods" not in sections.get("attack", {}) and \
-            _registries()[0].meta(resolved["data"]["dataset"]).get("kind") == "text":
+            regs.datasets.meta(resolved["data"]["dataset"]).get("kind") == "text":
         resolved["attack"]["methods"] = list(DEFAULT_TEXT_ATTACKS)  # resolved, as dp.level
     dp = resolved["audit.dp"]
     if dp["level"] == "auto":  # resolved, so the clients rebuild the same data
-        dp["level"] = _defenses().get(resolved["defense"]["kind"]).dp_audit or "auto"
+        dp["level"] = regs.defenses.get(resolved["defense"]["kind"]).dp_audit or "auto"
     scenario = Scenario.from_sections(resolved)
     check_cross(scenario, source)
     return scenario

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedaudit.models.registry import register_model
+from fedaudit.options import option
 
 __all__ = ["CausalSelfAttention", "CharTransformer", "sequence_loss", "transformer"]
 
@@ -107,10 +108,27 @@ class CharTransformer(nn.Module):
         return self.head(self.norm(h))
 
 
-@register_model("transformer", inputs="tokens")
-def transformer(vocab_size: int, seq_len: int, width: int = 64, layers: int = 2,
-                heads: int = 4) -> nn.Module:
+#: the transformer's own keys of the scenario's ``[model]`` table (``--set model.layers=4``,
+#: ``scenario.model.layers``); the builder gets them as keyword arguments
+OPTIONS = {
+    "layers": option(int, 2, "transformer: number of blocks", min=1, max=64),
+    "heads": option(int, 4, "transformer: attention heads (must divide model.width)",
+                    min=1, max=256),
+}
+
+
+def _check(cfg) -> str | None:
+    """The ``[model]`` table's objection to a transformer (validation runs it)."""
+    if cfg.width % cfg.heads:
+        return f"model.heads = {cfg.heads}: must divide model.width = {cfg.width}"
+    return None
+
+
+@register_model("transformer", inputs="tokens", options=OPTIONS, check=_check)
+def transformer(vocab_size: int, seq_len: int, width: int = 64, *, layers: int,
+                heads: int) -> nn.Module:
     """A causal character transformer of ``layers`` blocks of width ``width`` with
-    ``heads`` heads (about 12 width^2 parameters per block); for 2 CPU cores width 64,
-    2 layers, seq_len 64-80 (~0.1 M parameters)."""
+    ``heads`` heads (about 12 width^2 parameters per block; :data:`OPTIONS`' defaults
+    come from :func:`fedaudit.models.build_text_model`); for 2 CPU cores width 64, 2
+    layers, seq_len 64-80 (~0.1 M parameters)."""
     return CharTransformer(vocab_size, seq_len, width, layers, heads)

@@ -7,11 +7,13 @@ modules of this folder."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
+from fedaudit.options import Field, check_options
 from fedaudit.registry import Registry
 from fedaudit.scenario import DataConfig
 
@@ -54,17 +56,28 @@ class Dataset:
         return tuple(self.x.shape[1:])  # type: ignore[return-value]
 
 
+def _check(name: str, fn: Any, meta: dict) -> None:
+    if not callable(fn):
+        raise TypeError(f"register_dataset({name!r}) must decorate a callable")
+    check_options(f"dataset {name!r}", meta.get("options", {}))
+
+
 #: name -> loader ``fn(data_cfg: DataConfig) -> Dataset`` (``data_cfg``: the scenario's
-#: ``[data]`` table); the scenario's ``data.dataset`` choices come from here.
+#: ``[data]`` table); the scenario's ``data.dataset`` choices come from here, and meta
+#: ``options`` (name -> Field) are the dataset's own keys of ``[data]``.
 DATASETS: Registry[str, Callable[[DataConfig], Dataset]] = Registry(
-    "dataset", name_pattern=r"[a-z0-9][a-z0-9_.-]*")
+    "dataset", name_pattern=r"[a-z0-9][a-z0-9_.-]*", check=_check)
 
 
-def register_dataset(name: str, *, replace: bool = False, **meta):
+def register_dataset(name: str, *, options: Mapping[str, Field] | None = None,
+                     replace: bool = False, **meta):
     """Decorator: register a loader ``fn(data_cfg) -> Dataset`` under ``name``;
     ``needs_path=True`` makes ``data.path`` required for it, ``kind="text"`` says that it
-    returns token sequences (the scenario checks then ask for a text model)."""
-    return DATASETS.register(name, replace=replace, **meta)
+    returns token sequences (the scenario checks then ask for a text model).  ``options``
+    declares the dataset's own keys (name -> :class:`fedaudit.options.Field`): they join
+    the scenario's ``[data]`` table (``--set data.<key>=...``) and the loader reads them
+    as ``data_cfg.<key>``."""
+    return DATASETS.register(name, replace=replace, options=dict(options or {}), **meta)
 
 
 def load_dataset(cfg: DataConfig) -> Dataset:

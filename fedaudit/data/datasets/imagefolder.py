@@ -11,6 +11,7 @@ import numpy as np
 
 from fedaudit.data.datasets.base import Dataset, register_dataset
 from fedaudit.errors import ScenarioError
+from fedaudit.options import option
 from fedaudit.scenario import DataConfig
 
 
@@ -52,7 +53,14 @@ def _read_image(file: Path, size: int) -> tuple[np.ndarray, tuple[int, int]]:
     return (arr[None] if gray else arr.transpose(2, 0, 1)), original
 
 
-@register_dataset("imagefolder", needs_path=True)
+#: imagefolder's own key of the scenario's ``[data]`` table (``cfg.image_size``)
+OPTIONS = {
+    "image_size": option(int, 0, "imagefolder: resize every image to this many pixels square "
+                                 "(bilinear); 0 = keep the files' size", min=0),
+}
+
+
+@register_dataset("imagefolder", needs_path=True, options=OPTIONS)
 def load_imagefolder_dataset(cfg: DataConfig) -> Dataset:
     """A user's own images laid out like torchvision's ImageFolder: ``path/<class>/<file>``.
 

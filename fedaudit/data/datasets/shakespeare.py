@@ -13,6 +13,7 @@ import numpy as np
 
 from fedaudit.data.datasets.base import Dataset, TextMeta, register_dataset
 from fedaudit.errors import ScenarioError
+from fedaudit.options import option
 from fedaudit.scenario import DataConfig
 
 __all__ = ["Speech", "load_shakespeare_dataset", "parse_speeches", "windows"]
@@ -74,7 +75,21 @@ def _read(path: Path, where: str) -> str:
     return text
 
 
-@register_dataset("shakespeare", needs_path=True, kind="text")
+#: the text dataset's own keys of the scenario's ``[data]`` table (``cfg.seq_len``;
+#: ``min_role_sequences`` is read by the speaker partitioner, :mod:`fedaudit.data.text`)
+OPTIONS = {
+    "seq_len": option(int, 80, "text: characters per sequence; a speech is cut into "
+                      "non-overlapping windows of seq_len characters, each with the "
+                      "next-character targets (the speech's last < seq_len + 1 characters "
+                      "are dropped)", min=1, max=4096),
+    "min_role_sequences": option(int, 16, "speaker partitioner: roles with fewer training "
+                                 "sequences are dropped (not merged); the "
+                                 "federation.num_clients largest of the others are the "
+                                 "clients", min=1),
+}
+
+
+@register_dataset("shakespeare", needs_path=True, kind="text", options=OPTIONS)
 def load_shakespeare_dataset(cfg: DataConfig) -> Dataset:
     """A play in plain text (UTF-8): speeches, each a ``NAME:`` line and the lines
     spoken, separated by blank lines (:func:`parse_speeches`).
