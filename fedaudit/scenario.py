@@ -89,6 +89,7 @@ class FederationConfig:
     fraction_train: float
     min_clients: int
     timeout: float
+    aggregation: str
     client_resources: ClientResources
     init_args: RayInit
 

@@ -40,6 +40,13 @@ def _registries():
             attacks.ATTACKS)
 
 
+def _aggregations():
+    """The aggregation paths (:mod:`fedaudit.probes.aggregation`)."""
+    from fedaudit.probes.aggregation import AGGREGATIONS
+
+    return AGGREGATIONS
+
+
 def _defenses():
     import fedaudit.defenses
 
@@ -163,6 +170,11 @@ BASE_SCHEMA: dict[str, dict[str, Field]] = {
                           min=1),
         "timeout": _f(float, 3600.0, "seconds to wait for client replies each round",
                       min=0.0, min_exclusive=True),
+        "aggregation": _f(str, "plain", "how the clients' updates reach the server (a "
+                          "registered aggregation path, fedaudit.probes.aggregation): plain "
+                          "(every client's reply; Flower's strategies); what the server sees "
+                          "decides which probes, attack targets and stages can run",
+                          choices=lambda: _aggregations().names()),
     },
     "federation.client_resources": {
         "num_cpus": _f((int, float), 1, "CPUs per client actor (bounds concurrency)",
