@@ -4,9 +4,12 @@ changes anyway (``timing``, ``run_dir``, ``cache_dir``, ``train_seconds``,
 value with ``==`` (floats included, no tolerance; parsed JSON, so key order is not
 compared), and every scores.npz array with ``np.array_equal`` (same order and dtype).
 
-    python experiments/same_numbers.py RUN_DIR_A RUN_DIR_B
+    python experiments/same_numbers.py RUN_DIR_A RUN_DIR_B [--added PATH ...]
 
-Prints each difference and a one-line verdict; exit code 1 when they differ.
+Prints each difference and a one-line verdict; exit code 1 when they differ.  ``--added
+PATH`` accepts a results.json key that only run B has (a key added since run A was made:
+results.json keys are only ever added), e.g. ``--added /scenario/federation/aggregation``;
+it is listed, not counted as a difference.
 """
 
 from __future__ import annotations
@@ -49,9 +52,13 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
-def main(run_a: Path, run_b: Path) -> int:
+def main(run_a: Path, run_b: Path, added: tuple[str, ...] = ()) -> int:
     out = differences(*(_comparable(json.loads((r / "results.json").read_text("utf-8")))
                         for r in (run_a, run_b)))
+    for path in added:
+        if f"{path}: only in B" in out:
+            out.remove(f"{path}: only in B")
+            print(f"{path}: only in B (added, accepted)")
     rows = "no scores.npz"
     if (run_a / "scores.npz").exists() or (run_b / "scores.npz").exists():
         with np.load(run_a / "scores.npz") as sa, np.load(run_b / "scores.npz") as sb:
@@ -67,6 +74,12 @@ def main(run_a: Path, run_b: Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__.split("\n\n")[1].strip())
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_a", type=Path)
+    parser.add_argument("run_b", type=Path)
+    parser.add_argument("--added", action="append", default=[], metavar="PATH",
+                        help="a results.json key only run B may have (repeatable)")
+    args = parser.parse_args()
+    sys.exit(main(args.run_a, args.run_b, tuple(args.added)))

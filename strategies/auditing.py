@@ -6,16 +6,17 @@ and adds behaviour around ``aggregate_train``:
 1. rejects replies that carry an error, miss the model arrays or the metrics, or whose
    arrays differ in keys, shapes or dtypes from the global model, or hold non-finite
    values -- each with a logged reason, counted as a failure of the round;
-2. sorts the valid replies by partition id, so the aggregate does not depend on the order
+2. notes the DP-SGD step counts every reply declares (``dp-steps``, ``dp-sample-rate``,
+   rejected replies too: the server did receive them), from which the per-client epsilon
+   is accounted;
+3. sorts the valid replies by partition id, so the aggregate does not depend on the order
    in which replies arrived (floating-point sums are order-dependent);
-3. scores each client's update u_c = w_c - w_global with server-side GNQ against the
-   round's other updates (batch space, docs/algorithms.md section 1);
-4. keeps the previous global model when fewer than ``min_clients`` replies are valid;
-5. with a ``canary_probe`` (the DP audit's white-box gradient canaries), reads each valid
-   update at its client's canary coordinates -- the server's view the audit scores;
-6. hands every round to ``on_round`` (evaluation, checkpoint, rounds.jsonl live there),
-   with the DP-SGD step counts the replies declare (``dp-steps``, ``dp-sample-rate``),
-   from which the per-client epsilon is accounted.
+4. hands each valid reply, as received, to every probe (:mod:`fedaudit.probes`: update
+   norms and GNQ, the clients' GNQ reports and models, the DP audit's gradient canaries),
+   before the wrapped strategy clips, noises or aggregates anything;
+5. keeps the previous global model when fewer than ``min_clients`` replies are valid;
+6. hands the round, aggregated, to every probe, then to ``on_round`` (evaluation,
+   checkpoint, the probes' files and the rounds.jsonl line live there).
 
 Wrapping a DP wrapper (``strategies.defenses``) keeps this strategy outermost: it validates
 and records the replies as received and sees the released (noised) aggregate.
@@ -24,8 +25,9 @@ and records the replies as received and sees the released (noised) aggregate.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -33,35 +35,27 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from strategies import wire
-from fedaudit.scenario import GnqConfig
+from fedaudit.probes import AGGREGATE, Probe, Reply, RoundRecord, RoundView
 
 log = logging.getLogger("fedaudit")
 
 ARRAYS_KEY, METRICS_KEY, AUDIT_KEY = wire.ARRAYS, wire.METRICS, wire.AUDIT
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClientRound:
-    """What one client contributed to one round."""
+    """What one client contributed to one round (its reply's metrics)."""
 
     partition_id: int
     num_examples: int
     train_loss: float
-    update_norm: float
-    gnq_update: float | None = None
-    gnq_ids: np.ndarray | None = None
-    gnq_scores: np.ndarray | None = None
-    gnq_epochs: np.ndarray | None = None  # local epoch (1-based) of each score
-    #: the client's local model as the server received it (only with keep_client_models)
-    state: dict | None = None
-    #: the DP audit's gradient canaries of this client: their ids and the update there
-    canary_ids: np.ndarray | None = None
-    canary_values: np.ndarray | None = None
 
 
 @dataclass
 class RoundAudit:
     round: int
+    #: what the probes keep of the round (rounds.jsonl keys, files written)
+    record: RoundRecord
     clients: list[ClientRound] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)  # {node_id, partition_id, reason}
     aggregated: bool = False
@@ -72,9 +66,8 @@ class RoundAudit:
     dp_sample_rate: dict[int, float] = field(default_factory=dict)
 
 
-def _flat(arrays: ArrayRecord, keys: list[str]) -> np.ndarray:
-    return np.concatenate([arrays[k].numpy().astype(np.float64, copy=False).ravel()
-                           for k in keys])
+def _decoded(arrays: ArrayRecord) -> dict[str, np.ndarray]:
+    return {k: arrays[k].numpy() for k in arrays.keys()}
 
 
 class AuditingStrategy(Strategy):
@@ -85,30 +78,23 @@ class AuditingStrategy(Strategy):
     strategy : the Flower strategy that samples clients and aggregates (e.g. FedAvg).
     on_round : called after each round with (round, new global arrays or None when the
         round kept the previous model, the round's :class:`RoundAudit`).
-    gnq_server : GNQ options (``lam``, ``lam_mode``, ``rho``) or None to skip update GNQ.
+    probes : the run's probes (:class:`fedaudit.probes.Probe` instances), in the order they
+        run.
+    run_dir, subdir : where the probes keep their files (:class:`fedaudit.probes.RoundRecord`).
     min_clients : fewest valid replies needed to replace the global model.
     round_offset : rounds already finished before this ``start`` (resuming a run): Flower
         counts rounds from 1 in every ``start``, clients and records see the true round.
-    keep_client_models : hand each valid reply's model (as received, before the wrapped
-        strategy clips or noises anything) to ``on_round`` in ``ClientRound.state`` -- the
-        curious server's view (:mod:`fedaudit.audit.targets.client_models`).
-    canary_probe : called with (partition id, the update by state_dict key) for each valid
-        reply; returns (canary ids, values) kept in ``ClientRound.canary_ids`` /
-        ``canary_values`` (:class:`fedaudit.dp_audit.gradient.UpdateProbe`).
     """
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
-                 gnq_server: GnqConfig | None = None, min_clients: int = 1,
-                 round_offset: int = 0, keep_client_models: bool = False,
-                 canary_probe: Callable[[int, dict[str, np.ndarray]],
-                                        tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+                 probes: Sequence[Probe] = (), run_dir: Path | str = ".", subdir: str = "",
+                 min_clients: int = 1, round_offset: int = 0) -> None:
         self.strategy = strategy
-        self.canary_probe = canary_probe
-        self.keep_client_models = keep_client_models
+        self.probes = tuple(probes)
+        self.run_dir, self.subdir = Path(run_dir), subdir
         self.round_offset = round_offset
         self.on_round = on_round
-        self.gnq_server = gnq_server
         self.min_clients = min_clients
         self._global: ArrayRecord | None = None
 
@@ -116,9 +102,9 @@ class AuditingStrategy(Strategy):
         return f"AuditingStrategy({self.strategy!r})"
 
     def summary(self) -> None:
-        log.info("AuditingStrategy wrapping %s: min_clients=%d, server GNQ %s",
+        log.info("AuditingStrategy wrapping %s: min_clients=%d, probes: %s",
                  type(self.strategy).__name__, self.min_clients,
-                 "on" if self.gnq_server else "off")
+                 ", ".join(p.name for p in self.probes) or "none")
         self.strategy.summary()
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -191,10 +177,10 @@ class AuditingStrategy(Strategy):
             audit.dp_steps[pid] = audit.dp_steps.get(pid, 0) + steps
             audit.dp_sample_rate[pid] = rate
 
-    def aggregate_train(self, server_round: int,
-                        replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        server_round += self.round_offset
-        audit = RoundAudit(round=server_round)
+    def _valid_replies(self, audit: RoundAudit,
+                       replies: Iterable[Message]) -> list[tuple[int, Message]]:
+        """The replies that can be aggregated, by partition id; each other one becomes a
+        logged failure.  Every reply's DP-SGD step count is noted."""
         valid: list[tuple[int, Message]] = []
         for msg in replies:
             reason = self.check_reply(msg)
@@ -205,58 +191,58 @@ class AuditingStrategy(Strategy):
                 self._note_dp(audit, pid, metrics)
             if reason is not None:
                 log.warning("round %d: rejected reply from node %s (partition %s): %s",
-                            server_round, msg.metadata.src_node_id, pid, reason)
+                            audit.round, msg.metadata.src_node_id, pid, reason)
                 audit.failures.append({"node_id": int(msg.metadata.src_node_id),
                                        "partition_id": None if pid is None else int(pid),
                                        "reason": reason})
             else:
                 valid.append((int(pid), msg))
         valid.sort(key=lambda item: item[0])
-        keys = list(self._global.keys()) if self._global is not None else []
-        updates = []
-        for pid, msg in valid:
-            content = msg.content
-            metrics = content.metric_records[METRICS_KEY]
-            record = ClientRound(partition_id=pid, num_examples=int(metrics[wire.NUM_EXAMPLES]),
-                                 train_loss=float(metrics[wire.TRAIN_LOSS]), update_norm=float("nan"))
-            if AUDIT_KEY in content.config_records:
-                cfg = content.config_records[AUDIT_KEY]
-                if wire.GNQ_IDS in cfg:
-                    record.gnq_ids = np.asarray(cfg[wire.GNQ_IDS], dtype=np.int64)
-                    record.gnq_scores = np.asarray(cfg[wire.GNQ_SCORES], dtype=np.float64)
-                    if wire.GNQ_EPOCHS in cfg:
-                        record.gnq_epochs = np.asarray(cfg[wire.GNQ_EPOCHS], dtype=np.int64)
-            if self.keep_client_models:
-                record.state = content.array_records[ARRAYS_KEY].to_torch_state_dict()
-            if self.canary_probe is not None and keys:
-                sent = content.array_records[ARRAYS_KEY]
-                record.canary_ids, record.canary_values = self.canary_probe(pid, {
-                    k: sent[k].numpy().astype(np.float64) - self._global[k].numpy()
-                    .astype(np.float64) for k in keys})
-            if keys:
-                u = _flat(content.array_records[ARRAYS_KEY], keys) - _flat(self._global, keys)
-                record.update_norm = float(np.linalg.norm(u))
-                updates.append(u)
-            audit.clients.append(record)
-        if self.gnq_server is not None and len(updates) >= 2:
-            from fedaudit.gnq import gnq_of_updates
+        return valid
 
-            scores = gnq_of_updates(np.stack(updates), lam=self.gnq_server.lam,
-                                    lam_mode=self.gnq_server.lam_mode,
-                                    rho=self.gnq_server.rho)
-            for record, s in zip(audit.clients, np.asarray(scores, dtype=np.float64)):
-                record.gnq_update = float(s)
+    def _reply(self, round_: int, pid: int, msg: Message,
+               start: dict[str, np.ndarray]) -> Reply:
+        """The probes' view of a valid reply (its arrays decoded once)."""
+        content = msg.content
+        metrics = content.metric_records[METRICS_KEY]
+        records = (dict(content.config_records[AUDIT_KEY]) if AUDIT_KEY in content.config_records
+                   else {})
+        return Reply(round=round_, client=pid, num_examples=int(metrics[wire.NUM_EXAMPLES]),
+                     train_loss=float(metrics[wire.TRAIN_LOSS]),
+                     model=_decoded(content.array_records[ARRAYS_KEY]), start=start,
+                     records=records)
 
-        arrays = metrics_out = None
-        if len(valid) >= self.min_clients:
-            arrays, metrics_out = self.strategy.aggregate_train(server_round,
-                                                                [m for _, m in valid])
-            audit.aggregated = arrays is not None
-            if arrays is None:
-                audit.note = "the wrapped strategy returned no aggregate; kept the previous model"
-        else:
+    def _aggregate(self, audit: RoundAudit, valid: list[Message]
+                   ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The wrapped strategy's aggregate of ``valid``, or (None, None) -- keeping the
+        previous model -- with fewer than ``min_clients``."""
+        if len(valid) < self.min_clients:
             audit.note = (f"only {len(valid)} valid replies (< federation.min_clients = "
                           f"{self.min_clients}); kept the previous global model")
-            log.warning("round %d: %s", server_round, audit.note)
+            log.warning("round %d: %s", audit.round, audit.note)
+            return None, None
+        arrays, metrics = self.strategy.aggregate_train(audit.round, valid)
+        audit.aggregated = arrays is not None
+        if arrays is None:
+            audit.note = "the wrapped strategy returned no aggregate; kept the previous model"
+        return arrays, metrics
+
+    def aggregate_train(self, server_round: int,
+                        replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        server_round += self.round_offset
+        audit = RoundAudit(server_round, RoundRecord(self.run_dir, server_round, self.subdir))
+        valid = self._valid_replies(audit, replies)
+        start = _decoded(self._global) if self._global is not None else {}
+        seen = tuple(self._reply(server_round, pid, msg, start) for pid, msg in valid)
+        for reply in seen:
+            audit.clients.append(ClientRound(reply.client, reply.num_examples,
+                                             reply.train_loss))
+            for probe in self.probes:
+                probe.on_reply(reply, audit.record)
+        arrays, metrics = self._aggregate(audit, [msg for _, msg in valid])
+        wanted = arrays is not None and any(AGGREGATE in p.reads for p in self.probes)
+        view = RoundView(server_round, seen, _decoded(arrays) if wanted else None)
+        for probe in self.probes:
+            probe.on_round(view, audit.record)
         self.on_round(server_round, arrays, audit)
-        return arrays, metrics_out
+        return arrays, metrics

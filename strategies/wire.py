@@ -31,7 +31,7 @@ DP_SAMPLE_RATE = "dp-sample-rate"
 #: every client sends 1 under a defense with uniform weights; FedAvg weighs by it
 UNIT_WEIGHT = "dp-weight"
 
-# audit (client -> server)
-GNQ_IDS = "gnq-ids"
-GNQ_SCORES = "gnq-scores"
-GNQ_EPOCHS = "gnq-epochs"
+# audit (client -> server): the client-side GNQ's scores, read by the client-gnq probe
+from fedaudit.probes.client_gnq import EPOCHS as GNQ_EPOCHS  # noqa: E402
+from fedaudit.probes.client_gnq import IDS as GNQ_IDS  # noqa: E402
+from fedaudit.probes.client_gnq import SCORES as GNQ_SCORES  # noqa: E402

@@ -2,6 +2,7 @@
 GNQ on clipped per-sample gradients, and the privacy effect on the LOSS attack."""
 
 import dataclasses
+from pathlib import Path
 import json
 import math
 import warnings
@@ -360,9 +361,14 @@ def _stack(kind, noise=1.0, clip=1.0, n=4, seed=0):
     scen = load_scenario("quickstart", [f"defense.kind={kind}", f"defense.noise_multiplier={noise}",
                                         f"defense.clip_norm={clip}", f"federation.num_clients={n}",
                                         f"scenario.seed={seed}"])
+    from fedaudit.probes import ProbeRun
+    from fedaudit.probes.update_gnq import UpdateGnq
+    from fedaudit.probes.update_norm import UpdateNorm
+
     rounds = []
+    run = ProbeRun(scen, Path("."))  # these probes keep rounds.jsonl keys only
     strat = AuditingStrategy(make_strategy(scen), on_round=lambda r, a, audit: rounds.append(audit),
-                             gnq_server=GNQ_ABS)
+                             probes=[UpdateNorm(run), UpdateGnq(run)])
     return strat, rounds
 
 
@@ -402,8 +408,11 @@ def test_clip_bounds_every_update_and_aggregate_is_mean_of_clipped(identity):
     assert np.linalg.norm(agg - plain) > 0.1  # the wrapper changed the aggregate
     # the auditing strategy recorded the updates as received (before clipping)
     (audit,) = rounds
-    assert [c.update_norm for c in audit.clients] == pytest.approx(norms, rel=1e-5)
-    assert all(np.isfinite(c.gnq_update) for c in audit.clients)
+    entries = audit.record.entries
+    assert list(entries["update_norm"]) == [str(c.partition_id) for c in audit.clients]
+    assert list(entries["update_norm"].values()) == pytest.approx(norms, rel=1e-5)
+    assert len(entries["gnq_update"]) == len(norms)
+    assert all(np.isfinite(v) for v in entries["gnq_update"].values())
 
 
 def test_dp_server_noise_has_documented_std_and_is_seeded(identity):

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from fedaudit.config import ScenarioError, load_scenario
-from fedaudit.dp_audit.gradient import (GradientCanaries, ParamLayout, UpdateProbe,
+from fedaudit.dp_audit.gradient import (GradientCanaries, ParamLayout, CanaryReader,
                                         draw_gradient_canaries, global_scores, update_scores)
 
 CPU = torch.device("cpu")
@@ -50,7 +50,7 @@ def test_probe_reads_every_canary_coordinate_of_an_update():
                            np.array([True, False, True]))
     update = {n: np.arange(s, dtype=np.float64).reshape(-1) + 100 * i
               for i, (n, s) in enumerate(zip(layout.names, layout.sizes))}
-    ids, values = UpdateProbe(can, layout)(1, update)
+    ids, values = CanaryReader(can, layout)(1, update)
     assert ids.tolist() == [0, 1, 2] and values.tolist() == [302.0, 0.0, 101.0]
     assert global_scores(can, layout, update).tolist() == [-302.0, -0.0, -101.0]
 

@@ -199,14 +199,14 @@ def _gradient_federation(noise_scale: float) -> dict:
     """One round of the WHITE_BOX recipe in-process: each client's DP-SGD (applied noise
     = told noise * ``noise_scale``) with its included canaries, the server's probe of the
     sent updates, the accountant told the configured noise, the audit summary."""
-    from fedaudit.dp_audit.gradient import UpdateProbe, canaries_for_model, update_scores
+    from fedaudit.dp_audit.gradient import CanaryReader, canaries_for_model, update_scores
     from fedaudit.dp_audit.summary import audit_summary
     from fedaudit.models import model_for
     from fedaudit.training import client_seed, train_local
 
     s, d, defense, dp, g = _broken_setup("dp-audit", WHITE_BOX, noise_scale)
     can, layout = canaries_for_model(1000, g, 2, s.seed)
-    probe = UpdateProbe(can, layout)
+    probe = CanaryReader(can, layout)
     start = {k: v.detach().clone() for k, v in g.state_dict().items()}
     rows, steps, rates = [], {}, {}
     for c in range(2):

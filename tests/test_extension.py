@@ -1,5 +1,7 @@
-"""The middle layer is open: a new audit stage, a new attack target kind and a new defense,
-each registered from this file alone (no file of the package edited), reach a run."""
+"""The middle layer is open: a new audit stage, a new attack target kind, a new defense and
+a new server-side probe, each registered from this file alone (no file of the package
+edited), reach a run; an aggregation that hides the clients' updates from the server makes
+validation refuse what needs them."""
 
 import numpy as np
 import pytest
@@ -7,11 +9,17 @@ import pytest
 import fedaudit
 from fedaudit.audit import STAGES, TARGETS, Stage, Target, TargetKind, attack
 from fedaudit.audit import register_stage, register_target
-from fedaudit.config import ScenarioError, schema
+from fedaudit.config import ScenarioError, from_toml, schema
+from fedaudit.data import build_federated_data
+from fedaudit.models import model_for
 from fedaudit.defenses import DEFENSES, register_defense
 from fedaudit.defenses.clip import UpdateClipping
 from fedaudit.options import option
+from fedaudit.probes import AGGREGATE, PROBES, Probe, register_probe
+from fedaudit.probes.aggregation import AGGREGATIONS, Aggregation, register_aggregation
 from fedaudit.registry import RegistryError
+from fedaudit.rundir import load_checkpoint
+from fedaudit.rundir.layout import client_model_path
 
 
 class FirstRound(TargetKind):
@@ -61,6 +69,32 @@ class ExtClip(UpdateClipping):
     kind = "ext-clip"
 
 
+class UpdateMax(Probe):
+    """The largest coordinate of each client's update |w_c - w_global|, per round: one number
+    per client per round in rounds.jsonl, all rounds in results.json ``probes``."""
+
+    name = "ext-update-max"
+    describe = "the largest |coordinate| of each client's update"
+    key = "always"
+
+    @classmethod
+    def enabled(cls, scenario):
+        return True
+
+    def on_round(self, view, record):
+        record.entry("ext_update_max", {str(r.client): float(np.abs(r.flat_update).max())
+                                        for r in view.replies})
+
+    @classmethod
+    def summary(cls, rounds):
+        return [{"round": rec["round"], "per_client": rec["ext_update_max"]} for rec in rounds]
+
+
+#: secure aggregation as far as validation is concerned: the server sees the aggregate only
+MASKED = Aggregation("ext-masked", "the server receives only the sum of the updates",
+                     frozenset({AGGREGATE}))
+
+
 def round_loss_section(run):
     """The stage's report section: its AUC, from results.json."""
     entry = run.results.get("ext_round_loss")
@@ -75,10 +109,14 @@ def extensions():
     register_stage(RoundLoss)
     register_defense(ExtClip)
     register_section("ext-round-loss", "LOSS on one round", html=round_loss_section)
+    register_probe(UpdateMax)
+    register_aggregation(MASKED)
     yield
     TARGETS.unregister(FirstRound.name)
     STAGES.unregister(RoundLoss.name)
     DEFENSES.unregister(ExtClip.kind)
+    PROBES.unregister(UpdateMax.name)
+    AGGREGATIONS.unregister(MASKED.name)
     unregister_section("ext-round-loss")
 
 
@@ -95,6 +133,35 @@ def test_the_schema_reads_stages_targets_and_defenses(extensions):
         fedaudit.validate({"audit.ext_round_loss": {"round": 9}, "federation": {"rounds": 3}})
     with pytest.raises(ScenarioError, match="unknown.*'nope'.*ext-first-round"):
         fedaudit.validate({"attack": {"targets": ["nope"]}})
+
+
+def test_an_aggregation_that_hides_the_updates_refuses_what_needs_them(extensions):
+    # everything that reads individual updates is switched off, the plug-in probe too: valid
+    quiet = {"federation": {"aggregation": "ext-masked"}, "audit.gnq": {"server": False,
+                                                                         "client": False}}
+    PROBES.unregister(UpdateMax.name)
+    assert fedaudit.validate(quiet).federation.aggregation == "ext-masked"
+    register_probe(UpdateMax)
+    with pytest.raises(ScenarioError, match=r"^scenario dict: always needs each client's "
+                       r"update \(probe 'ext-update-max'\), but federation.aggregation = "
+                       r"'ext-masked' shows the server only the round's aggregate; "
+                       r"aggregations that show it: plain$"):
+        fedaudit.validate(quiet)
+    PROBES.unregister(UpdateMax.name)
+    with pytest.raises(ScenarioError, match=r"audit.gnq.server = true needs each client's "
+                       r"update \(probe 'update-gnq'\)"):
+        fedaudit.validate({"federation": {"aggregation": "ext-masked"}})
+    with pytest.raises(ScenarioError, match=r"attack.targets listing 'clients' needs each "
+                       r"client's update \(probe 'client-models'\)"):
+        fedaudit.validate({**quiet, "attack": {"targets": ["global", "clients"]}})
+    with pytest.raises(ScenarioError, match=r"the 'dp-audit' audit stage needs each client's "
+                       r"update \(probe 'dp-gradient-canaries'\)"):
+        fedaudit.validate({**quiet, "audit.dp": {"canaries": 10, "level": "gradient"},
+                           "defense": {"kind": "dp-sgd"}})
+    with pytest.raises(ScenarioError, match=r"audit.gnq.client = true needs each client's "
+                       r"audit records \(probe 'client-gnq'\)"):
+        fedaudit.validate({"federation": {"aggregation": "ext-masked"},
+                           "audit.gnq": {"server": False}})
 
 
 def test_every_registry_refuses_a_taken_name(extensions):
@@ -125,7 +192,7 @@ def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
          "model": {"name": "mlp", "width": 4},
          "audit.gnq": {"client": False},
          "audit.quantization": {"enabled": False},
-         "attack": {"methods": ["loss"], "targets": ["global", "ext-first-round"]},
+         "attack": {"methods": ["loss"], "targets": ["global", "ext-first-round", "clients"]},
          "defense": {"kind": "ext-clip", "clip_norm": 10.0},
          "audit.ext_round_loss": {"round": 1}},
         out=tmp_path, progress=False)
@@ -137,6 +204,17 @@ def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
     assert res["ext_round_loss"] == {"round": 1, **res["ext_first_round"]["loss"]}
     scores = run.scores()
     targets = set(np.asarray(scores["target"]).tolist())
-    assert targets == {"global", "ext-first-round:1", "ext-round-loss:1"}
+    assert targets == {"global", "ext-first-round:1", "ext-round-loss:1", "client-model:r1"}
+    # the probe: one number per client and round, checked against the kept client models
+    # and the initial global model (float32 weights, differences taken in float64: exact)
+    (entry,) = res["probes"]["ext-update-max"]
+    assert entry["round"] == 1 and sorted(entry["per_client"]) == ["0", "1"]
+    scenario = from_toml((run.dir / "scenario.toml").read_text(encoding="utf-8"))
+    start = model_for(scenario.model, build_federated_data(scenario),
+                      seed=scenario.seed).state_dict()  # the initial global model
+    for c, value in entry["per_client"].items():
+        sent = load_checkpoint(client_model_path(run.dir, 1, int(c)))
+        assert value == max(float((sent[k].double() - v.double()).abs().max())
+                            for k, v in start.items())
     html = run.report().read_text(encoding="utf-8")
     assert "LOSS on one round" in html and f"AUC {res['ext_round_loss']['auc']:.3f}" in html

@@ -13,7 +13,10 @@ from conftest import FixedOracle
 from attacks.reference import ReferenceSignals
 from fedaudit.audit.stages.positions import attack_positions
 from fedaudit.audit.targets.base import selected_rounds as _selected
-from fedaudit.rundir.client_models import client_model_rounds, save_client_models
+from fedaudit.config import load_scenario
+from fedaudit.probes import ProbeRun, Reply, RoundRecord, RoundView
+from fedaudit.probes.client_models import ClientModels
+from fedaudit.rundir.client_models import client_model_rounds
 
 TOL = dict(rtol=1e-12, atol=1e-12)  # float64 on O(1) values
 
@@ -55,6 +58,17 @@ def test_round_selection():
 
 def _state(v):
     return {"w": torch.full((2,), float(v))}
+
+
+def save_client_models(run_dir, round_, states, policy):
+    """The client-models probe of a scenario with ``attack.rounds = policy``, ending a round
+    in which the clients of ``states`` (client -> state) replied."""
+    rounds = f'"{policy}"' if isinstance(policy, str) else str(list(policy))
+    run = ProbeRun(load_scenario("quickstart", [f"attack.rounds={rounds}"]), run_dir)
+    start = {"w": np.zeros(2, np.float32)}
+    replies = tuple(Reply(round_, c, 10, 0.5, {k: v.numpy() for k, v in st.items()}, start)
+                    for c, st in sorted(states.items()))
+    ClientModels(run).on_round(RoundView(round_, replies, None), RoundRecord(run_dir, round_))
 
 
 def test_server_keeps_only_the_rounds_last_can_still_ask_for(tmp_path):

@@ -23,7 +23,9 @@ from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.rundir import load_checkpoint
 from fedaudit.rundir.client_models import client_model_rounds
 from fedaudit.rundir.layout import client_model_path
-from fedaudit.scenario import GnqConfig
+from fedaudit.probes import ProbeRun
+from fedaudit.probes.update_gnq import UpdateGnq
+from fedaudit.probes.update_norm import UpdateNorm
 from fedaudit.simulation.client import draw_faults
 from strategies.auditing import AuditingStrategy
 
@@ -49,9 +51,9 @@ def _reply(node: int, arrays: dict | None, *, pid: int | None = None, n: int = 1
 
 
 def _strategy(rounds: list, min_clients: int = 1) -> AuditingStrategy:
+    run = ProbeRun(load_scenario("quickstart"), Path("."))  # rounds.jsonl keys only
     strat = AuditingStrategy(FedAvg(fraction_evaluate=0.0), min_clients=min_clients,
-                             gnq_server=GnqConfig(client=True, server=True, lam=1e-2,
-                                                  lam_mode="absolute", rho=1e-2),
+                             probes=[UpdateNorm(run), UpdateGnq(run)],
                              on_round=lambda r, arrays, audit: rounds.append((r, arrays, audit)))
     strat._global = ArrayRecord(GLOBAL)
     return strat
@@ -96,7 +98,8 @@ def test_malformed_reply_rejected_rest_aggregated(identity, name, make, reason):
     (_, _, audit), = rounds
     assert len(audit.failures) == 1 and reason in audit.failures[0]["reason"], audit.failures
     assert [c.partition_id for c in audit.clients] == [0, 1, 2]
-    assert all(c.gnq_update is not None and np.isfinite(c.gnq_update) for c in audit.clients)
+    gnq = audit.record.entries["gnq_update"]
+    assert list(gnq) == ["0", "1", "2"] and all(np.isfinite(v) for v in gnq.values())
 
 
 def test_too_few_valid_replies_keep_previous_model(identity):

@@ -34,3 +34,14 @@ def test_reruns_are_the_same_and_every_change_is_found(tmp_path, capsys):
     for fragment in ("/model/auc: 0.5 != 0.5000000000000001", "/rounds: length 2 != 1",
                      "/extra: only in B", "scores.npz score: differs", "4 differences"):
         assert fragment in out
+
+
+def test_an_added_key_is_accepted_only_where_named_and_only_in_b(tmp_path, capsys):
+    base = {"scenario": {"federation": {"rounds": 2}}, "model": {"auc": 0.5}}
+    newer = {"scenario": {"federation": {"rounds": 2, "aggregation": "plain"}},
+             "model": {"auc": 0.5}}
+    a, b = _run(tmp_path, "a", base, [0.1]), _run(tmp_path, "b", newer, [0.1])
+    assert same.main(a, b) == 1
+    assert same.main(a, b, ("/scenario/federation/aggregation",)) == 0
+    assert "aggregation: only in B (added, accepted)" in capsys.readouterr().out
+    assert same.main(b, a, ("/scenario/federation/aggregation",)) == 1  # removed: never ok

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import percentileofscore
 
+from fedaudit.audit.probing import run_probes
 from fedaudit.data import FederatedData
 from fedaudit.defenses import defense_summary
 from fedaudit.rundir import atomic_save_npz
@@ -27,9 +28,9 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
     n_clients = scenario.federation.num_clients
     clients: list[dict[str, Any]] = []
     per_round = {c: [] for c in range(n_clients)}
-    for rec in recorder.rounds:
+    for rec in recorder.rounds:  # the update-gnq probe's (absent when it did not run)
         for c in range(n_clients):
-            per_round[c].append(rec["gnq_update"].get(str(c)))
+            per_round[c].append(rec.get("gnq_update", {}).get(str(c)))
     samples = recorder.client_gnq()  # client-side per-sample GNQ, all rounds
     if samples is not None:
         samples["canary"] = data.canary[samples["sample_id"]]
@@ -69,6 +70,9 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
                                    "speeches": int(len(np.unique(data.text.speech)))}
     if samples is not None and data.canary.any():
         results["canaries"] = canary_ranks(samples)
+    summaries = {cls.name: cls.summary(recorder.rounds) for cls in run_probes(scenario)}
+    if any(v is not None for v in summaries.values()):
+        results["probes"] = {k: v for k, v in summaries.items() if v is not None}
     return results
 
 

@@ -38,6 +38,11 @@ def check_cross(s: Scenario, source: str) -> None:
         problem = stage.check(s) if stage.enabled(s) else None
         if problem:
             raise ScenarioError(f"{source}: {problem}")
+    from fedaudit.audit.probing import check_server_view
+
+    problem = check_server_view(s)  # what the probes read, against what the server sees
+    if problem:
+        raise ScenarioError(f"{source}: {problem}")
     rounds = s.attack.rounds
     if not isinstance(rounds, str) and max(rounds) > fed.rounds:
         raise ScenarioError(f"{source}: attack.rounds = {list(rounds)!r}: round {max(rounds)} "

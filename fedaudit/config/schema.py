@@ -42,6 +42,8 @@ class Registries:
     defenses: Registry
     targets: Registry
     stages: Registry
+    probes: Registry
+    aggregations: Registry
 
     def of_kind(self, kind: str) -> Registry:
         """The registry whose entries are ``kind`` (its :attr:`Registry.kind`)."""
@@ -66,12 +68,16 @@ def registries() -> Registries:
     import fedaudit.data
     import fedaudit.defenses
     import fedaudit.models
+    import fedaudit.probes
+    import fedaudit.probes.aggregation
     import fedaudit.quant
 
     return Registries(datasets=fedaudit.data.DATASETS, models=fedaudit.models.MODELS,
                       quantizers=fedaudit.quant.QUANTIZERS, attacks=attacks.ATTACKS,
                       defenses=fedaudit.defenses.DEFENSES,
-                      targets=fedaudit.audit.targets.TARGETS, stages=fedaudit.audit.stages.STAGES)
+                      targets=fedaudit.audit.targets.TARGETS, stages=fedaudit.audit.stages.STAGES,
+                      probes=fedaudit.probes.PROBES,
+                      aggregations=fedaudit.probes.aggregation.AGGREGATIONS)
 
 
 def declared_options(registry: Registry, name: str) -> Mapping[str, Field]:

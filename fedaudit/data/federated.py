@@ -24,6 +24,7 @@ from fedaudit.data.secrets import PlantedSecrets, plant_secrets
 from fedaudit.data.text import (speaker_clients, speech_labels, split_speeches,
                                 subsample_text)
 from fedaudit.dp_audit.canaries import SampleCanaries, draw_sample_canaries
+from fedaudit.dp_audit.levels import planted_level
 from fedaudit.scenario import CanariesConfig, DataConfig, DpAuditConfig, Scenario
 
 
@@ -189,9 +190,10 @@ def build_federated_data(scenario: Scenario) -> FederatedData:
     """Deterministic data of a scenario (same ``[data]``, ``[canaries]``, seed and number
     of clients: same ids; cached per process)."""
     dp = scenario.audit.dp
+    level = planted_level(dp)
     return _build_cached(scenario.data, scenario.canaries, scenario.seed,
                          scenario.federation.num_clients,
-                         dp if dp.canaries and dp.level == "sample" else None)
+                         dp if level is not None and level.plants_samples else None)
 
 
 def _plant_dp_canaries(y: np.ndarray, holdout: np.ndarray, clients: list[np.ndarray],

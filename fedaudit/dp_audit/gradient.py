@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GradientCanaries", "ParamLayout", "UpdateProbe", "canaries_for_model",
+__all__ = ["GradientCanaries", "ParamLayout", "CanaryReader", "canaries_for_model",
            "draw_gradient_canaries", "global_scores", "update_scores"]
 
 #: mixed into the scenario seed: independent of every other draw
@@ -96,7 +96,7 @@ def draw_gradient_canaries(m: int, num_params: int, num_clients: int,
     return GradientCanaries(coord, client, included)
 
 
-class UpdateProbe:
+class CanaryReader:
     """The server's view of the canaries: called with a client's update (its sent model
     minus the global model it received, by state_dict key), returns (canary ids 0..m-1,
     the update at every canary's coordinate) -- all canaries, the client's own and the
@@ -119,13 +119,13 @@ def global_scores(canaries: GradientCanaries, layout: ParamLayout,
                   change: Mapping[str, np.ndarray]) -> np.ndarray:
     """Score per canary on the global model: minus the change (w_T - w_0, by state_dict
     key) of its coordinate."""
-    return -UpdateProbe(canaries, layout)(0, change)[1]
+    return -CanaryReader(canaries, layout)(0, change)[1]
 
 
 def update_scores(canaries: GradientCanaries,
                   rounds: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
     """Score per canary on the clients' sent updates (the server's view), summed over
-    ``rounds`` -- each (canary ids, client, value) rows an :class:`UpdateProbe` gave:
+    ``rounds`` -- each (canary ids, client, value) rows an :class:`CanaryReader` gave:
 
         score_j = - sum_t ( u_{t, c_j}[k_j] - mean_{c != c_j} u_{t, c}[k_j] ),
 

@@ -3,7 +3,8 @@ curious-server attacks (the ``clients`` attack target, :mod:`fedaudit.audit.targ
 
 Only the rounds that ``attack.rounds`` can still ask for are kept: with ``last``, a
 round's folder goes as soon as each of its clients has trained again.  Written while
-training (:class:`fedaudit.simulation.recorder.RunRecorder`), read after it.
+training by the ``client-models`` probe (:mod:`fedaudit.probes.client_models`), read after
+it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ import re
 import shutil
 from pathlib import Path
 
-from fedaudit.rundir.files import atomic_torch_save
-from fedaudit.rundir.layout import (CLIENT_MODELS_DIR, client_model_path,
-                                    client_models_round_dir)
+from fedaudit.rundir.layout import CLIENT_MODELS_DIR, client_models_round_dir
 
-__all__ = ["client_model_rounds", "drop_unfinished_rounds", "save_client_models"]
+__all__ = ["client_model_rounds", "drop_superseded_rounds", "drop_unfinished_rounds"]
 
 
 def client_model_rounds(run_dir: Path) -> dict[int, list[int]]:
@@ -31,17 +30,9 @@ def client_model_rounds(run_dir: Path) -> dict[int, list[int]]:
     return out
 
 
-def save_client_models(run_dir: Path, round_: int, states: dict[int, dict],
-                       policy: str | tuple[int, ...]) -> None:
-    """Keep the round's received client models when ``policy`` (``attack.rounds``) can ask
-    for them; with ``last``, drop the earlier rounds whose clients all trained again."""
-    if not isinstance(policy, str) and round_ not in policy:
-        return
-    client_models_round_dir(run_dir, round_).mkdir(parents=True, exist_ok=True)
-    for c, state in states.items():
-        atomic_torch_save(state, client_model_path(run_dir, round_, c))
-    if policy != "last":
-        return
+def drop_superseded_rounds(run_dir: Path, round_: int) -> None:
+    """Under ``attack.rounds = "last"``, after ``round_`` was kept: remove the earlier
+    rounds whose clients all trained again since."""
     rounds = client_model_rounds(run_dir)
     latest = {c: r for r, cs in sorted(rounds.items()) for c in cs}
     for r, cs in rounds.items():

@@ -153,6 +153,11 @@ class FederationConfig:
     min_clients: int = key(1, "fewest valid replies a round needs to update the model", min=1)
     timeout: float = key(3600.0, "seconds to wait for client replies each round",
                          min=0.0, min_exclusive=True)
+    aggregation: str = key("plain", "how the clients' updates reach the server (a registered "
+                           "aggregation path, fedaudit.probes.aggregation): plain (every "
+                           "client's reply; Flower's strategies); what the server sees decides "
+                           "which probes, attack targets and stages can run",
+                           choices=registered("aggregation"))
     client_resources: ClientResources = ClientResources()
     init_args: RayInit = RayInit()
 

@@ -32,6 +32,7 @@ from fedaudit.data import FederatedData, build_federated_data
 from fedaudit.models import model_for
 from fedaudit.scenario import FaultsConfig, Scenario
 from fedaudit.dp_audit.gradient import canaries_for_model
+from fedaudit.dp_audit.levels import planted_level
 from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
@@ -113,11 +114,12 @@ def train(msg: Message, context: Context) -> Message:
     model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)
-    audit = scenario.audit.dp
+    level = planted_level(scenario.audit.dp)
     canaries = None
-    if audit.canaries and audit.level == "gradient" and not reference:
+    if level is not None and level.plants_gradients and not reference:
         # white-box canaries in this client's DP-SGD (never in the auditor's references)
-        canaries = canaries_for_model(audit.canaries, model, scenario.federation.num_clients,
+        canaries = canaries_for_model(scenario.audit.dp.canaries, model,
+                                      scenario.federation.num_clients,
                                       scenario.seed)[0].of_client(partition_id)
     result = train_local(model, data.x, data.y, ids, scenario.train,
                          seed=seed, device=pick_device(scenario.train.device),

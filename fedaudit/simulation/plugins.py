@@ -6,9 +6,9 @@ in the driver.  :func:`client_app_with_plugins` returns a ClientApp whose first 
 registers those entries in the worker before the client trains.  The ClientApp travels to
 the workers pickled (Ray's cloudpickle); the plug-ins' own modules are pickled by value,
 so they need not be importable there (a notebook's ``__main__`` is pickled by value anyway).
-Attacks, quantizers, target kinds and audit stages run in the driver (post-training
-audit); they are carried too, because each client validates the scenario it receives,
-names and tables included.
+Attacks, quantizers, target kinds, audit stages, probes and aggregation paths run in the
+driver (the server's rounds, the post-training audit); they are carried too, because each
+client validates the scenario it receives, names and tables included.
 Under ``flwr run`` / ``fedaudit deploy`` the ClientApp is loaded by name in other
 processes: there plug-ins must be importable modules that register on import.
 """
@@ -45,11 +45,14 @@ def _client_registries() -> dict[str, Any]:
     from fedaudit.defenses import DEFENSES
     from fedaudit.gnq.kernels import KERNELS
     from fedaudit.models import MODELS
+    from fedaudit.probes import PROBES
+    from fedaudit.probes.aggregation import AGGREGATIONS
     from fedaudit.quant import QUANTIZERS
 
     return {"datasets": DATASETS, "models": MODELS, "kernels": KERNELS,
             "quantizers": QUANTIZERS, "attacks": ATTACKS, "defenses": DEFENSES,
-            "targets": TARGETS, "stages": STAGES}
+            "targets": TARGETS, "stages": STAGES, "probes": PROBES,
+            "aggregations": AGGREGATIONS}
 
 
 def _code_of(key: Any, obj: Any) -> list[Any]:

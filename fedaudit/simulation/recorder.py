@@ -1,5 +1,5 @@
 """The round recorder: what the auditing strategy hands over after every round becomes a
-durable checkpoint, client-side GNQ file and ``rounds.jsonl`` line."""
+durable checkpoint and ``rounds.jsonl`` line (with what the round's probes recorded)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from fedaudit.data import FederatedData
 from fedaudit.training.health import chance_level_warning
 from fedaudit.models import model_for
 from fedaudit.audit.context import Trajectory
-from fedaudit.rundir import append_jsonl, atomic_save_npz, atomic_torch_save, atomic_write_text
-from fedaudit.rundir.layout import (checkpoint_path, checkpoints_dir, dp_gradient_round_path,
-                                    gnq_round_path, rng_path, rounds_path)
-from fedaudit.rundir.client_models import drop_unfinished_rounds, save_client_models
+from fedaudit.rundir import append_jsonl, atomic_torch_save, atomic_write_text
+from fedaudit.probes.client_gnq import read_client_gnq
+from fedaudit.rundir.layout import checkpoint_path, checkpoints_dir, rng_path, rounds_path
+from fedaudit.rundir.client_models import drop_unfinished_rounds
 from fedaudit.console.progress import Progress
 from fedaudit.scenario import Scenario
 from fedaudit.training import evaluate
@@ -31,10 +31,11 @@ log = logging.getLogger("fedaudit")
 class RunRecorder:
     """Receives every round from the strategy: evaluates, checkpoints, logs, records.
 
-    Each finished round is durable before the next starts: the checkpoint, the client-side
-    GNQ of the round (``gnq/round-NNNN.npz``) and the server's RNG state are written
-    atomically, then the round's line is appended to the jsonl file -- a round counts as
-    finished exactly when its line is there.  :meth:`resume_point` reads that back.
+    Each finished round is durable before the next starts: the probes' files of the round
+    (:class:`fedaudit.probes.RoundRecord`, written as the strategy ran them), the checkpoint
+    and the server's RNG state are written atomically, then the round's line -- with the
+    probes' rounds.jsonl keys -- is appended to the jsonl file: a round counts as finished
+    exactly when its line is there.  :meth:`resume_point` reads that back.
     """
 
     def __init__(self, scenario: Scenario, data: FederatedData, run_dir: Path,
@@ -88,9 +89,6 @@ class RunRecorder:
         # Python's RNG picks the clients of the next round (flwr's sample_nodes)
         atomic_write_text(rng_path(self.run_dir, round_, self.subdir),
                           json.dumps(random.getstate()))
-        self._save_client_gnq(round_, audit)
-        self._save_client_models(round_, audit)
-        self._save_canary_values(round_, audit)
         self.checkpoints.append(path)
         clients = [c.partition_id for c in audit.clients]
         losses = [c.train_loss for c in audit.clients]
@@ -105,9 +103,7 @@ class RunRecorder:
             "failure_reasons": audit.failures,
             "aggregated": audit.aggregated,
             "note": audit.note,
-            "gnq_update": {str(c.partition_id): c.gnq_update for c in audit.clients
-                           if c.gnq_update is not None},
-            "update_norm": {str(c.partition_id): c.update_norm for c in audit.clients},
+            **audit.record.entries,
         }
         warning = None
         if not any("warning" in r for r in self.rounds):  # once per run
@@ -132,58 +128,6 @@ class RunRecorder:
         """The global models of this training run, for the audit."""
         return Trajectory(tuple(self.checkpoints), self.current)
 
-    def _save_client_models(self, round_: int, audit: RoundAudit) -> None:
-        """The clients' local models of the round (the curious server's view), kept only
-        for the rounds ``attack.rounds`` asks for (:func:`fedaudit.rundir.client_models.save_client_models`)."""
-        states = {c.partition_id: c.state for c in audit.clients if c.state is not None}
-        if states:
-            save_client_models(self.run_dir, round_, states, self.scenario.attack.rounds)
-
-    def _save_canary_values(self, round_: int, audit: RoundAudit) -> None:
-        """The DP audit's server view of the round: each client's update at its gradient
-        canaries' coordinates (``dp_gradient/round-NNNN.npz``: canary, client, value)."""
-        parts = [c for c in audit.clients if c.canary_ids is not None]
-        if not parts:
-            return
-        path = dp_gradient_round_path(self.run_dir, round_)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_save_npz(path,
-                        canary=np.concatenate([c.canary_ids for c in parts]).astype(np.int64),
-                        client=np.concatenate([np.full(len(c.canary_ids), c.partition_id)
-                                               for c in parts]).astype(np.int64),
-                        value=np.concatenate([c.canary_values for c in parts]).astype(np.float64))
-
-    def _save_client_gnq(self, round_: int, audit: RoundAudit) -> None:
-        parts = [c for c in audit.clients if c.gnq_ids is not None and len(c.gnq_ids)]
-        if not parts:
-            return
-        path = gnq_round_path(self.run_dir, round_, self.subdir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        epochs = [c.gnq_epochs if c.gnq_epochs is not None and len(c.gnq_epochs) == len(c.gnq_ids)
-                  else np.zeros(len(c.gnq_ids), np.int64) for c in parts]  # 0: not reported
-        atomic_save_npz(path,
-                        sample_id=np.concatenate([c.gnq_ids for c in parts]).astype(np.int64),
-                        client=np.concatenate([np.full(len(c.gnq_ids), c.partition_id)
-                                               for c in parts]),
-                        epoch=np.concatenate(epochs).astype(np.int64),
-                        score=np.concatenate([c.gnq_scores for c in parts]).astype(np.float64))
-
     def client_gnq(self) -> dict[str, np.ndarray] | None:
-        """All rounds' client-side per-sample GNQ (gnq_samples.npz layout, no canary): one
-        row per time a sample was scored -- each local epoch (under DP-SGD's Poisson
-        sampling, each time it was drawn) -- with its 1-based local ``epoch``."""
-        cols: dict[str, list] = {"sample_id": [], "client": [], "round": [], "epoch": [],
-                                 "score": []}
-        for rec in self.rounds:
-            path = gnq_round_path(self.run_dir, rec["round"], self.subdir)
-            if not path.exists():
-                continue
-            with np.load(path) as npz:
-                for key in ("sample_id", "client", "score"):
-                    cols[key].append(npz[key])
-                cols["round"].append(np.full(len(npz["score"]), rec["round"]))
-                cols["epoch"].append(npz["epoch"] if "epoch" in npz.files
-                                     else np.zeros(len(npz["score"]), np.int64))
-        if not cols["score"]:
-            return None
-        return {k: np.concatenate(v) for k, v in cols.items()}
+        """All rounds' client-side per-sample GNQ (:func:`fedaudit.probes.client_gnq.read_client_gnq`)."""
+        return read_client_gnq(self.run_dir, [r["round"] for r in self.rounds], self.subdir)

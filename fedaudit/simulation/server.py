@@ -15,10 +15,10 @@ from flwr.serverapp import Grid, ServerApp
 from fedaudit.config import ScenarioError, load_scenario, to_toml
 from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
-from fedaudit.dp_audit.gradient import UpdateProbe, canaries_for_model
 from fedaudit.audit import run_audit
 from fedaudit.audit.results import add_defense_results, assemble_results
-from fedaudit.audit.targets import selected_kinds
+from fedaudit.audit.probing import run_probes
+from fedaudit.probes import ProbeRun
 from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
 from fedaudit.rundir.layout import RESULTS_NAME, SCENARIO_NAME
 from fedaudit.console.progress import NoProgress, Progress
@@ -51,14 +51,12 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
             progress.round_done(rec["round"], rec)
     if done >= rounds:
         return recorder
-    gnq = scenario.audit.gnq
+    probes = [cls(ProbeRun(scenario, run_dir, subdir, recorder.model))
+              for cls in run_probes(scenario, released=not subdir)]
     strategy = AuditingStrategy(make_strategy(scenario, seed=train_seed), on_round=recorder,
-                                gnq_server=gnq if gnq.server else None,
+                                probes=probes, run_dir=run_dir, subdir=subdir,
                                 min_clients=scenario.federation.min_clients,
-                                round_offset=done,
-                                keep_client_models=not subdir and keeps_client_models(scenario),
-                                canary_probe=None if subdir else canary_probe(scenario,
-                                                                              recorder.model))
+                                round_offset=done)
     strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
                    num_rounds=rounds - done,
                    timeout=scenario.federation.timeout,
@@ -69,22 +67,6 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
         recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,
                                  "releases": spent.num_releases, "resumed_from_round": done}
     return recorder
-
-
-def canary_probe(scenario: Scenario, model) -> UpdateProbe | None:
-    """The server's view of the DP audit's gradient canaries (``audit.dp.level =
-    "gradient"``), or None."""
-    audit = scenario.audit.dp
-    if not (audit.canaries and audit.level == "gradient"):
-        return None
-    return UpdateProbe(*canaries_for_model(audit.canaries, model,
-                                           scenario.federation.num_clients, scenario.seed))
-
-
-def keeps_client_models(scenario: Scenario) -> bool:
-    """Whether a listed attack target needs every client's received model kept."""
-    return scenario.attack.enabled and any(k.keeps_client_models
-                                           for k in selected_kinds(scenario))
 
 
 def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:

@@ -9,6 +9,7 @@ from strategies import wire
 from fedaudit.defenses import get_defense
 from fedaudit.scenario import Scenario
 from fedaudit.dp_audit.canaries import client_inclusion
+from fedaudit.dp_audit.levels import planted_level
 from strategies.canary_clients import CanaryClientsStrategy, with_canary_slots
 from strategies.defenses import wrap_defense
 
@@ -44,7 +45,8 @@ def make_strategy(scenario: Scenario, seed: int | None = None, *, canary_clients
     weighted = (wire.UNIT_WEIGHT if get_defense(defense.kind).uniform_weights
                 else wire.NUM_EXAMPLES)
     audit = scenario.audit.dp
-    canaries = canary_clients and audit.canaries and audit.level == "client"
+    level = planted_level(audit)
+    canaries = canary_clients and level is not None and level.plants_clients
     included = client_inclusion(audit.canaries, scenario.seed) if canaries else None
     k = int(included.sum()) if canaries else 0
     if k:  # the DP wrapper counts the canary clients among the sampled ones

@@ -3,7 +3,8 @@
 
 A :class:`Stage` declares when it runs (:meth:`~Stage.enabled`, from the scenario alone),
 what the scenario must satisfy then (:meth:`~Stage.check`, run by the scenario's
-validation), the scenario tables it adds (:attr:`~Stage.options`: ``{"table": {key:
+validation), the server-side probes it needs while training (:meth:`~Stage.probes`), the
+scenario tables it adds (:attr:`~Stage.options`: ``{"table": {key:
 Field}}``, read with ``scenario.stages["table"]``), the results.json keys it writes
 (:attr:`~Stage.writes`) and its place (:attr:`~Stage.order`); its report section, if it
 wants one, is :func:`fedaudit.report.sections.register_section` (and figures with
@@ -53,6 +54,11 @@ class Stage:
     def check(self, scenario: Scenario) -> str | None:
         """What an enabled stage needs of the scenario (a one-line message, or None)."""
         return None
+
+    def probes(self, scenario: Scenario) -> tuple[str, ...]:
+        """The server-side probes an enabled stage needs while training
+        (:mod:`fedaudit.probes`, by name)."""
+        return ()
 
     def check_data(self, scenario: Scenario, data: "FederatedData") -> str | None:
         """What an enabled stage needs of the scenario's data, checked before training

@@ -49,6 +49,7 @@ from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.gradient import canaries_for_model, global_scores, update_scores
+from fedaudit.dp_audit.levels import LEVELS
 from fedaudit.models import model_for
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import DP_CANARIES_NAME, dp_gradient_round_path
@@ -197,12 +198,16 @@ def add_dp_audit(results: dict, scenario: Scenario, data: FederatedData,
     writes dp_canaries.npz.  ``references``: the run's reference models (sample level:
     LiRA's statistic instead of the loss)."""
     claimed = (results.get("defense") or {}).get("epsilon")
-    if scenario.audit.dp.level == "client":
+    level = scenario.audit.dp.level  # each level's scores (fedaudit.dp_audit.levels)
+    if level == "client":
         summary, arrays = client_audit(scenario, data, state, claimed)
-    elif scenario.audit.dp.level == "gradient":
+    elif level == "gradient":
         summary, arrays = gradient_audit(scenario, data, state, claimed, run_dir)
-    else:
+    elif level == "sample":
         summary, arrays = sample_audit(scenario, data, state, claimed, device, references)
+    else:
+        raise LookupError(f"audit.dp.level = {level!r}: the DP-audit stage scores no such "
+                          "level")
     atomic_save_npz(run_dir / DP_CANARIES_NAME, **arrays)
     results["dp_audit"] = summary
     log.info("DP audit: %d of %d guesses correct on %d canaries: epsilon >= %.3f "
@@ -248,22 +253,30 @@ class DpAudit(Stage):
             return "audit.dp.k_plus = audit.dp.k_minus = 0: the audit needs at least one guess"
         kind = scenario.defense.kind
         defense = DEFENSES.get(kind)
-        level = defense.dp_audit
-        if level is None:
+        if defense.dp_audit is None:
             allowed = [k for k in DEFENSES.names() if DEFENSES.get(k).dp_audit]
             return (f"audit.dp.canaries = {a.canaries}: defense.kind = {kind!r} has no DP "
                     "audit; allowed: " + ", ".join(allowed))
+        level = LEVELS.get(a.level)
         dpsgd = defense.local_dp(scenario.defense) is not None
-        if a.level == "gradient" and not dpsgd:
+        if level.needs_dpsgd and not dpsgd:
             allowed = [k for k in DEFENSES.names()
                        if DEFENSES.get(k).local_dp(scenario.defense) is not None]
-            return (f"audit.dp.level = 'gradient': defense.kind = {kind!r} trains without "
-                    "DP-SGD, which the gradient canaries live in; allowed: " + ", ".join(allowed))
-        if a.level != level and not (a.level == "gradient" and dpsgd):
+            return (f"audit.dp.level = {a.level!r}: defense.kind = {kind!r} trains without "
+                    f"DP-SGD, which the {a.level} canaries live in; allowed: "
+                    + ", ".join(allowed))
+        if a.level != defense.dp_audit and not level.needs_dpsgd:
+            fits = [n for n, lv in LEVELS.items() if lv.needs_dpsgd and dpsgd]
             return (f"audit.dp.level = {a.level!r}: defense.kind = {kind!r} is audited at the "
-                    f"{level} level; allowed: 'auto', {level!r}"
-                    + (", 'gradient'" if dpsgd else ""))
+                    f"{defense.dp_audit} level; allowed: 'auto', {defense.dp_audit!r}"
+                    + "".join(f", {n!r}" for n in fits))
         return None
+
+    def probes(self, scenario):
+        """What the level's scores read on the server (the gradient level: each update at
+        the canaries' coordinates)."""
+        level = LEVELS.get(scenario.audit.dp.level, None)  # None: "auto" without a level
+        return level.probes if level is not None else ()
 
     def run(self, ctx: AuditContext) -> None:
         ctx.progress.phase("DP audit")

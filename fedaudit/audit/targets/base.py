@@ -91,8 +91,6 @@ class TargetKind:
     name: ClassVar[str]
     #: one line for the schema's help and the docs
     describe: ClassVar[str] = ""
-    #: the server must keep every client's received model while training
-    keeps_client_models: ClassVar[bool] = False
     #: its targets are scored by the reference-model attacks (LiRA, RMIA): the run trains
     #: reference models when a listed kind says so
     references: ClassVar[bool] = False
@@ -107,6 +105,11 @@ class TargetKind:
     def check(self, scenario: Scenario) -> str | None:
         """What the scenario must satisfy when it lists this kind (a message, or None)."""
         return None
+
+    def probes(self, scenario: Scenario) -> tuple[str, ...]:
+        """The server-side probes its targets need while training (:mod:`fedaudit.probes`,
+        by name; e.g. ``client-models`` for the clients' models as received)."""
+        return ()
 
     def targets(self, ctx: Any) -> list[Target]:
         """The models of this run that the kind stands for, in attack order."""

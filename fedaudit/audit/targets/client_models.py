@@ -6,8 +6,8 @@ client's own members against its class-matched non-members (before the wrapped s
 clips or noises anything: under ``dp-client`` the client already clipped it, under
 ``dp-sgd`` it is the DP-trained model), with the single-model attacks and FedMIA, whose
 reference models are the other clients' models of the round (OUT for the client's
-samples).  The server keeps these models under ``client_models/``
-(:mod:`fedaudit.rundir.client_models`).
+samples).  The server keeps these models under ``client_models/`` (the ``client-models``
+probe this kind asks for, :mod:`fedaudit.probes.client_models`).
 
 FedMIA over several rounds: the mean over the rounds the server saw of the per-round
 scores ``log Pr[Z <= phi]`` (the authors' "averaged log LiRA"; the mean, not the sum,
@@ -67,7 +67,10 @@ class ClientModels(TargetKind):
     name = "clients"
     describe = "each client's model as the server received it (the curious server)"
     position = "curious server"
-    keeps_client_models = True
+
+    def probes(self, scenario):
+        """The clients' models as the server received them."""
+        return ("client-models",)
 
     def methods(self, scenario):
         """The single-model attacks and the server-view ones (FedMIA)."""
