@@ -37,8 +37,9 @@ step "building the wheel"
 WHEEL=$(ls "$WORK"/dist/fedaudit-*.whl)
 echo "wheel check: built $(basename "$WHEEL")"
 
-step "installing $TORCH and the wheel into $VENV"
+step "installing $TORCH into $VENV"
 "$PY" -m pip install -q $TORCH
+step "installing the wheel and its dependencies"
 "$PY" -m pip install -q "$WHEEL"
 
 step "importing every installed module, from $WORK/outside"
