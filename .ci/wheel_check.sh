@@ -9,7 +9,7 @@
 #      module of the installed packages and compare them with the checkout's
 #      (.ci/wheel_modules.py), then `fedaudit validate quickstart` and a one-round
 #      `fedaudit run quickstart` that must leave results.json.
-#   bash .ci/wheel_check.sh        # in /tmp (WORK=DIR to move it, KEEP=1 to keep it)
+#   bash .ci/wheel_check.sh        # works in a new folder under $TMPDIR or /tmp (KEEP=1 keeps it)
 # Prints each step's time; exit code 0 when every step passed, else the failing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ ROOT=$PWD
 TORCH="torch==2.14.1 torchvision==0.29.1"  # as the Makefile pins it
 export PIP_DISABLE_PIP_VERSION_CHECK=1 FLWR_TELEMETRY_ENABLED=0 RAY_DEDUP_LOGS=0
 unset PYTHONPATH
-WORK=${WORK:-$(mktemp -d /tmp/fedaudit-wheel.XXXXXX)}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fedaudit-wheel.XXXXXX")
 # the environment holds torch with its CUDA libraries (several GB): removed unless KEEP=1
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 VENV=$WORK/venv
