@@ -61,37 +61,44 @@ TEXT_ENV = "FEDAUDIT_LAB_TEXT"
 _TEXT_NAME = "tinyshakespeare.txt"
 
 
-def _repo() -> Path:
-    """The folder above the fedaudit package: the repository of a source checkout."""
-    return Path(__file__).resolve().parents[2]
+def _repo() -> Path | None:
+    """The source checkout the package runs from (the folder holding ``fedaudit/`` and
+    ``pyproject.toml``), or None when fedaudit is installed (a wheel, ``pip install .``):
+    the notebooks live in the checkout's ``labs/``, but these helpers need none of it."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 def scenario_file(name: str) -> Path:
-    """The scenario ``name``: the repository's ``scenarios/NAME.toml`` next to the package
-    (a source checkout, where the labs live), else the bundled one (an installed package)."""
+    """The scenario ``name``: the checkout's ``scenarios/NAME.toml`` (a source checkout,
+    where the labs live), else the bundled one (an installed package)."""
     from fedaudit.config import bundled_scenarios
 
-    here = _repo() / "scenarios" / f"{name}.toml"
-    if here.is_file():
-        return here
+    checkout = _repo()
+    if checkout is not None and (checkout / "scenarios" / f"{name}.toml").is_file():
+        return checkout / "scenarios" / f"{name}.toml"
     bundled = bundled_scenarios()
     if name in bundled:
         return bundled[name]
-    raise FileNotFoundError(f"no scenario {name!r} in {here.parent} nor bundled")
+    raise FileNotFoundError(f"no scenario {name!r}: not bundled"
+                            + (f", nor in {checkout / 'scenarios'}" if checkout else ""))
 
 
 def text_path(path: str | os.PathLike | None = None) -> Path:
     """Lab 9's play: ``path`` when given, else ``$FEDAUDIT_LAB_TEXT``, else the first
-    ``tinyshakespeare.txt`` found in ``./``, ``./data/``, the repository's ``data/`` or
-    ``../shared/data/`` beside the repository.  FileNotFoundError (saying where it looked
-    and where the file comes from) when there is none."""
+    ``tinyshakespeare.txt`` found in ``./``, ``./data/`` and, from a source checkout, the
+    checkout's ``data/`` or ``../shared/data/`` beside it.  FileNotFoundError (saying where
+    it looked and where the file comes from) when there is none."""
     given = path or os.environ.get(TEXT_ENV)
     if given:
         p = Path(given).expanduser().resolve()
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such text file")
         return p
-    places = [Path.cwd(), Path.cwd() / "data", _repo() / "data", _repo().parent / "shared" / "data"]
+    places = [Path.cwd(), Path.cwd() / "data"]
+    checkout = _repo()
+    if checkout is not None:
+        places += [checkout / "data", checkout.parent / "shared" / "data"]
     for folder in places:
         if (folder / _TEXT_NAME).is_file():
             return (folder / _TEXT_NAME).resolve()
