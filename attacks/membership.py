@@ -199,6 +199,7 @@ def evaluate_attacks(
 
     Raises
     ------
+    TypeError : ``x`` is neither a numpy array nor a torch tensor.
     ValueError : ``x``, ``y`` or ``member_mask`` of other lengths, no samples, an
         unknown, repeated or empty ``methods``, options for an unknown attack, a reference
         (vocabulary) attack without ``references`` (``vocabulary``); nothing is queried then.
