@@ -164,19 +164,19 @@ def mentropy_scores(proba: ArrayLike, y: ArrayLike, *, eps: float = DEFAULT_EPS)
     return (1.0 - p_y) * _log(p_y, e) + others.sum(axis=1)
 
 
-@register_attack("loss", label="LOSS", data=("image", "text"))
+@register_attack("loss", label="LOSS", data=("image", "text"), order=200)
 def loss_attack(oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS) -> np.ndarray:
     """LOSS attack: score = ``-CE(f(x), y)``. One query per sample."""
     return loss_scores(oracle.predict_proba(x), y, eps=eps)
 
 
-@register_attack("confidence", label="confidence", data=("image", "text"))
+@register_attack("confidence", label="confidence", data=("image", "text"), order=200)
 def confidence_attack(oracle: Oracle, x: Any, y: ArrayLike) -> np.ndarray:
     """Confidence attack: score = ``f_y(x)``. One query per sample."""
     return confidence_scores(oracle.predict_proba(x), y)
 
 
-@register_attack("entropy", label="entropy", data=("image", "text"))
+@register_attack("entropy", label="entropy", data=("image", "text"), order=200)
 def entropy_attack(
     oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS
 ) -> np.ndarray:
@@ -184,7 +184,7 @@ def entropy_attack(
     return entropy_scores(oracle.predict_proba(x), eps=eps)
 
 
-@register_attack("mentropy", label="m-entropy", data=("image", "text"))
+@register_attack("mentropy", label="m-entropy", data=("image", "text"), order=200)
 def mentropy_attack(
     oracle: Oracle, x: Any, y: ArrayLike, *, eps: float = DEFAULT_EPS
 ) -> np.ndarray:

@@ -4,8 +4,8 @@ docs/algorithms.md section 5: per client, members are the client's training samp
 fixed-size random subset, :func:`sample_members`), and non-members are holdout samples
 drawn with the same label histogram (:func:`sample_nonmembers`), so that a skewed
 (non-IID) client is not "detected" by its classes alone. :func:`evaluate_attacks` scores
-one set of samples with several attacks against one oracle; the caller slices the scores
-per client.
+one set of samples with several attacks against one oracle, each attack's outcome an
+:class:`AttackOutcome`; the caller slices the scores per client.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,10 @@ from numpy.typing import ArrayLike
 
 from attacks.registry import (ATTACKS, AttackScores, get_attack, needs_references,
                               needs_vocabulary)
-from fedaudit.metrics import membership_metrics
+from fedaudit.metrics import MembershipMetrics
 
-__all__ = ["NonmemberSample", "sample_nonmembers", "sample_members", "evaluate_attacks"]
+__all__ = ["AttackOutcome", "NonmemberSample", "sample_nonmembers", "sample_members",
+           "evaluate_attacks"]
 
 RngLike = np.random.Generator | int | None
 
@@ -128,6 +130,28 @@ def sample_members(ids: ArrayLike, max_members: int | None, rng: RngLike) -> np.
     return a[keep]
 
 
+@dataclass(frozen=True, eq=False)
+class AttackOutcome:
+    """One attack's outcome on one set of samples (:func:`evaluate_attacks`).
+
+    Attributes
+    ----------
+    scores : (N,) float64, higher = more likely a member, in the samples' order.
+    queries_per_sample : oracle queries the attack made, divided by N.
+    seconds_per_sample : its wall time, divided by N.
+    metrics : :class:`fedaudit.metrics.MembershipMetrics` of ``scores`` against the
+        membership mask; None when the mask holds a single class.
+    info : what the attack reported beside its scores (:class:`attacks.registry.AttackScores`:
+        RMIA's ``a``, LiRA's queries per view), read-only; empty for bare scores.
+    """
+
+    scores: np.ndarray
+    queries_per_sample: float
+    seconds_per_sample: float
+    metrics: MembershipMetrics | None
+    info: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
 def _length(x: Any, name: str) -> int:
     if not isinstance(x, (np.ndarray, torch.Tensor)):
         raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
@@ -146,7 +170,7 @@ def evaluate_attacks(
     on_method: Callable[[str, float], None] | None = None,
     references: Any = None,
     vocabulary: Sequence[str] | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, AttackOutcome]:
     """Run each attack in ``methods`` once on all samples of ``x``.
 
     Parameters
@@ -168,11 +192,18 @@ def evaluate_attacks(
 
     Returns
     -------
-    ``{method: {"scores": (N,) float64, "queries_per_sample": float,
-    "seconds_per_sample": float, "metrics": membership_metrics(...) or None,
-    "info": what the attack reported (:class:`attacks.registry.AttackScores`)}}``.
-    Queries are counted from ``oracle.queries``; seconds are wall time / N.
-    ``metrics`` is None when ``member_mask`` holds a single class.
+    ``{method: AttackOutcome}`` in the order of ``methods``: each attack's scores (N,),
+    queries and seconds per sample (queries counted from ``oracle.queries``, seconds wall
+    time / N), :class:`fedaudit.metrics.MembershipMetrics` against ``member_mask`` (None
+    when it holds a single class) and what the attack reported (``info``).
+
+    Raises
+    ------
+    TypeError : ``x`` is neither a numpy array nor a torch tensor.
+    ValueError : ``x``, ``y`` or ``member_mask`` of other lengths, no samples, an
+        unknown, repeated or empty ``methods``, options for an unknown attack, a reference
+        (vocabulary) attack without ``references`` (``vocabulary``); nothing is queried then.
+    RuntimeError : an attack returned scores of another shape.
     """
     n = _length(x, "x")
     labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
@@ -209,7 +240,7 @@ def evaluate_attacks(
         raise ValueError(f"attack(s) {', '.join(words)} need the data's vocabulary "
                          "(vocabulary=)")
 
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, AttackOutcome] = {}
     for name, fn in fns.items():
         opts = dict(options.get(name) or {})
         if name in need:
@@ -225,13 +256,10 @@ def evaluate_attacks(
         seconds = time.perf_counter() - t0
         if scores.shape != (n,):
             raise RuntimeError(f"attack {name!r} returned shape {scores.shape}, expected ({n},)")
-        results[name] = {
-            "scores": scores,
-            "queries_per_sample": (oracle.queries - q0) / n,
-            "seconds_per_sample": seconds / n,
-            "metrics": membership_metrics(scores, mask) if both_classes else None,
-            "info": info,
-        }
+        results[name] = AttackOutcome(
+            scores, (oracle.queries - q0) / n, seconds / n,
+            MembershipMetrics.of(scores, mask) if both_classes else None,
+            MappingProxyType(info))
         if on_method is not None:
             on_method(name, seconds)
     return results

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attacks.augment import AUGMENTATIONS, augmented_views
-from attacks.registry import AttackScores, register_attack
+from attacks.registry import AttackScores, ReferenceNeeds, register_attack
 from attacks.rmia_tuning import A_GRID, tune_offline_a
 from attacks.sequences import as_outcomes, outcome_labels
 from fedaudit.options import option
@@ -300,8 +300,18 @@ def _lira_cost(shape: Any, augment: str = "none", **_: Any) -> float:
     return float(len(augmented_views(np.zeros((1, *shape), dtype=np.float32), augment)))
 
 
+def _lira_needs(*, augment: str = "none", **_: Any) -> ReferenceNeeds:
+    """With ``augment``, the references' outputs on the augmented views too."""
+    return ReferenceNeeds(augment=augment)
+
+
+def _rmia_needs(*, a: float | str = "auto", **_: Any) -> ReferenceNeeds:
+    """With ``a = "auto"``, the references' outputs on the tuning samples (offline)."""
+    return ReferenceNeeds(tuning=a == "auto")
+
+
 @register_attack("lira", label="LiRA", options=LIRA_OPTIONS, cost=_lira_cost, references=True,
-                 data=("image", "text"))
+                 reference_needs=_lira_needs, data=("image", "text"), order=300)
 def lira_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
                 fixed_variance: bool = True, augment: str = "none") -> AttackScores:
     """LiRA against the oracle: the statistic of the true label on each sample (and, with
@@ -332,7 +342,8 @@ def _tuned_a(references: ReferenceSignals) -> tuple[float, dict]:
 
 
 @register_attack("rmia", label="RMIA", options=RMIA_OPTIONS, cost=_population_cost,
-                 references=True, data=("image", "text"))
+                 references=True, reference_needs=_rmia_needs,
+                 reference_summary=("a", "a_tuned"), data=("image", "text"), order=300)
 def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
                 gamma: float = 1.0, a: float | str = "auto",
                 population: int | None = None) -> AttackScores:
@@ -362,7 +373,7 @@ def rmia_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
 
 
 @register_attack("fedmia", label="FedMIA", references=True, server_view=True,
-                 data=("image", "text"))
+                 data=("image", "text"), order=300)
 def fedmia_attack(oracle: Any, x: Any, y: Any, *,
                   references: ReferenceSignals) -> np.ndarray:
     """FedMIA (Zhu et al. 2024, "all for one", arXiv 2402.06289) for one client's model in

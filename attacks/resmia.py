@@ -29,7 +29,8 @@ The erosion itself (the pooled sizes, the milder schedules, the interpolation) i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from numbers import Integral
 from typing import Any, Literal
 
@@ -47,7 +48,7 @@ from attacks.erosion import (
     schedule_sizes,
 )
 from attacks.reference import logit_confidence
-from attacks.registry import register_attack
+from attacks.registry import AttackCurves, register_attack
 from fedaudit.options import option
 
 __all__ = ["ErosionSchedule", "erode", "default_sizes", "schedule_sizes", "resmia_scores",
@@ -206,7 +207,41 @@ def _queries(shape: Sequence[int], steps: int | None = None, sizes=None, factor:
                               min_size)) + 1
 
 
-@register_attack("resmia", label="Res-MIA", options=RESMIA_OPTIONS, cost=_queries)
+def _confidence_curves(oracle: Any, x: Any, y: Any = None, *, score: str = "endpoint",
+                       scale: str = "probability", **options: Any) -> np.ndarray:
+    """The (N, K + 1) softmax confidence curves ``c_0..c_K`` with the attack's options
+    (``score`` and ``scale`` do not enter: the figure shows the softmax confidence)."""
+    return resmia_scores(oracle, x, labels=y, return_curves=True, **options)[1]
+
+
+def _erosion_ticks(shape: Sequence[int], options: Mapping[str, Any], k: int) -> list[str] | None:
+    """``step (size x size)`` tick labels when the sizes are known (explicit ``sizes``
+    or the default halving), else None."""
+    explicit = options.get("sizes")
+    if not (isinstance(shape, list) and len(shape) >= 2 and isinstance(shape[-1], int)):
+        return None
+    h = int(shape[-1])
+    if isinstance(explicit, list) and explicit and len(explicit) == k - 1:
+        sizes = [h, *explicit]
+    elif not explicit:
+        sizes = [h] + [math.ceil(h / 2 ** i) for i in range(1, k)]
+    else:
+        return None
+    return [f"{i}\n({s}x{s})" for i, s in enumerate(sizes)]
+
+
+#: the confidence decay Res-MIA's score summarises (the ``attack-curves`` stage, the report)
+RESMIA_CURVES = AttackCurves(
+    _confidence_curves, title="Res-MIA confidence decay",
+    guide="Confidence in the predicted class as the image is eroded step by step (left; "
+          "step 0 is the original image) and the member minus non-member gap (right): "
+          "Res-MIA scores membership by how much faster members lose confidence.",
+    xlabel="erosion step k (image size)", ylabel="mean confidence f_y*(x_k)",
+    ylim=(0.0, 1.02), ticks=_erosion_ticks)
+
+
+@register_attack("resmia", label="Res-MIA", options=RESMIA_OPTIONS, cost=_queries,
+                 curves=RESMIA_CURVES, gnq_link=True, order=100)
 def resmia_attack(
     oracle: Any,
     x: torch.Tensor | np.ndarray,

@@ -67,7 +67,7 @@ def zlib_scores(proba: np.ndarray, y: np.ndarray, texts: Sequence[str], *,
     return loss_scores(proba, y, eps=eps) / z  # loss_scores = -P
 
 
-@register_attack("zlib", label="zlib", data=("text",), vocabulary=True)
+@register_attack("zlib", label="zlib", data=("text",), vocabulary=True, order=400)
 def zlib_attack(oracle: Any, x: Any, y: Any, *, vocabulary: Sequence[str],
                 eps: float = DEFAULT_EPS) -> np.ndarray:
     """The zlib-ratio attack: S = -log-perplexity / zlib entropy. One query per sequence."""

@@ -41,25 +41,19 @@ never imports scikit-learn, which also spares each simulated client actor its 1 
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "MembershipMetrics",
     "membership_metrics",
     "roc_points",
     "tpr_at_fpr",
     "fpr_at_tpr",
 ]
-
-#: Keys of :func:`membership_metrics` that are copied into ``results.json``.
-METRIC_KEYS: tuple[str, ...] = (
-    "auc",
-    "tpr_at_1pct_fpr",
-    "tpr_at_0p1pct_fpr",
-    "fpr_at_80pct_tpr",
-)
 
 
 def _validate(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -227,3 +221,26 @@ def membership_metrics(scores: ArrayLike, members: ArrayLike) -> dict[str, Any]:
         "n_nonmembers": n_nonmembers,
         "min_fpr_resolution": 1.0 / n_nonmembers,
     }
+
+
+@dataclass(frozen=True)
+class MembershipMetrics:
+    """The metrics ``results.json`` keeps of one attack on one set of samples: those of
+    :func:`membership_metrics` without the counts (``min_fpr_resolution`` is
+    ``1 / n_nonmembers``).  :meth:`as_dict` is the results.json entry."""
+
+    auc: float
+    tpr_at_1pct_fpr: float
+    tpr_at_0p1pct_fpr: float
+    fpr_at_80pct_tpr: float
+    min_fpr_resolution: float
+
+    @classmethod
+    def of(cls, scores: ArrayLike, members: ArrayLike) -> "MembershipMetrics":
+        """:func:`membership_metrics` of ``scores`` against ``members`` (same checks)."""
+        m = membership_metrics(scores, members)
+        return cls(**{f.name: m[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, float]:
+        """The results.json entry: ``{"auc": ..., "tpr_at_1pct_fpr": ..., ...}``."""
+        return asdict(self)

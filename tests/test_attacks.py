@@ -3,6 +3,7 @@ and an end-to-end check on a real overfit model (sklearn digits, offline)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 
@@ -19,12 +20,15 @@ from attacks.baselines import (
     mentropy_scores,
 )
 from attacks.membership import (
+    AttackOutcome,
     NonmemberSample,
     evaluate_attacks,
     sample_members,
     sample_nonmembers,
 )
+from attacks.registry import AttackScores
 from attacks.resmia import default_sizes, erode, resmia_scores
+from fedaudit.metrics import MembershipMetrics, membership_metrics
 
 BUILTIN = ("resmia", "loss", "confidence", "entropy", "mentropy")
 
@@ -497,7 +501,7 @@ def test_register_attack_adds_and_guards_names():
             oracle, _index_inputs(4), Y, [1, 0, 1, 0], ["test-constant"],
             {"test-constant": {"value": 2.0}},
         )
-        np.testing.assert_array_equal(out["test-constant"]["scores"], 2.0)
+        np.testing.assert_array_equal(out["test-constant"].scores, 2.0)
     finally:
         ATTACKS.unregister("test-constant")
 
@@ -582,11 +586,16 @@ def test_evaluate_attacks_reports_queries_time_and_metrics():
     mask = np.r_[np.ones(10), np.zeros(10)]
     oracle = Oracle(model, batch_size=7)
     out = evaluate_attacks(oracle, x, y, mask, list(BUILTIN), {"resmia": {"steps": 2}})
-    assert set(out) == set(BUILTIN)
+    assert list(out) == list(BUILTIN)  # in the order asked for
     for name, res in out.items():
-        assert res["scores"].shape == (20,)
-        assert res["seconds_per_sample"] > 0
-        assert res["metrics"]["n_members"] == 10
+        assert isinstance(res, AttackOutcome) and isinstance(res.metrics, MembershipMetrics)
+        assert res.scores.shape == (20,) and res.scores.dtype == np.float64
+        assert res.seconds_per_sample > 0
+        assert res.metrics.min_fpr_resolution == 1 / 10  # 10 non-members
+        assert res.metrics == MembershipMetrics.of(res.scores, mask)
+        assert res.metrics.as_dict() == {k: v for k, v in membership_metrics(
+            res.scores, mask).items() if k not in ("n_members", "n_nonmembers")}
+        assert dict(res.info) == {}  # bare scores: nothing reported
         opts = {"steps": 2} if name == "resmia" else {}
         # the same batches as the oracle above: another batch size may take another float32
         # matmul kernel (rounding differs by CPU), so compare like with like ...
@@ -594,12 +603,37 @@ def test_evaluate_attacks_reports_queries_time_and_metrics():
         # ... and allow for float32 logits anyway: scores are float64 functions of softmax
         # outputs (<= 1) and log-probabilities of a 3-class net, so a few float32 ulps of
         # the logits (eps32 ~ 1.2e-7) bound any difference; 1e-5 absolute is ~100 ulps.
-        np.testing.assert_allclose(res["scores"], expected, rtol=0, atol=1e-5)
-    assert out["resmia"]["queries_per_sample"] == 3  # K = 2 -> 3 queries
-    assert all(out[m]["queries_per_sample"] == 1 for m in BUILTIN if m != "resmia")
+        np.testing.assert_allclose(res.scores, expected, rtol=0, atol=1e-5)
+    assert out["resmia"].queries_per_sample == 3  # K = 2 -> 3 queries
+    assert all(out[m].queries_per_sample == 1 for m in BUILTIN if m != "resmia")
     assert oracle.queries == 20 * (3 + 4)
     single = evaluate_attacks(Oracle(model), x, y, np.ones(20), ["loss"])
-    assert single["loss"]["metrics"] is None  # one class only: no metrics, scores still there
+    assert single["loss"].metrics is None  # one class only: no metrics, scores still there
+    assert single["loss"].scores.shape == (20,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        single["loss"].metrics = None  # type: ignore[misc]
+
+
+def test_evaluate_attacks_returns_what_the_attack_reported():
+    @register_attack("test-informative")
+    def informative(oracle, x, y):
+        oracle.predict_proba(x)
+        oracle.predict_proba(x)
+        return AttackScores(np.arange(len(x), dtype=np.float32), {"chosen": 3})
+
+    try:
+        out = evaluate_attacks(Oracle(LookupModel(P)), _index_inputs(4), Y, [1, 0, 1, 0],
+                               ["test-informative"])["test-informative"]
+        assert out.queries_per_sample == 2.0
+        np.testing.assert_array_equal(out.scores, [0, 1, 2, 3])
+        assert out.scores.dtype == np.float64
+        assert dict(out.info) == {"chosen": 3}
+        with pytest.raises(TypeError):
+            out.info["chosen"] = 4  # read-only
+        # members score 0 and 2, non-members 1 and 3: 1 of the 4 pairs ranked right
+        assert out.metrics.auc == 0.25
+    finally:
+        ATTACKS.unregister("test-informative")
 
 
 def test_evaluate_attacks_validation():
@@ -686,7 +720,7 @@ def digits_setup():
 
 def _aucs(model, x, y, member, **resmia_options):
     out = evaluate_attacks(Oracle(model), x, y, member, list(BUILTIN), {"resmia": resmia_options})
-    return {name: res["metrics"]["auc"] for name, res in out.items()}, out
+    return {name: res.metrics.auc for name, res in out.items()}, out
 
 
 def test_every_attack_beats_chance_on_an_overfit_model(digits_setup):
@@ -695,7 +729,7 @@ def test_every_attack_beats_chance_on_an_overfit_model(digits_setup):
     aucs, out = _aucs(trained, x, y, member)
     for name, auc in aucs.items():
         assert auc > 0.5 + margin, (name, aucs)
-    assert out["resmia"]["queries_per_sample"] == 4  # 8x8: K = 3
+    assert out["resmia"].queries_per_sample == 4  # 8x8: K = 3
     # the non-member test accuracy is clearly below the 100% training accuracy
     acc = (Oracle(trained).predict_proba(x[~member]).argmax(1) == y[~member]).mean()
     assert acc < 0.9

@@ -27,6 +27,7 @@ class FirstRound(TargetKind):
 
     name = "ext-first-round"
     describe = "the global model after round 1"
+    writes = ("ext_first_round",)
 
     def targets(self, ctx):
         return [Target("ext-first-round:1", self.name, lambda: ctx.trajectory.state(1),
@@ -181,6 +182,66 @@ def test_every_registry_refuses_a_taken_name(extensions):
     with pytest.raises(RegistryError, match="already registered"):
         register_defense(OtherClip)
     register_stage(RoundLoss)  # the same class again (a module reload) replaces it
+
+
+def test_a_stage_or_target_kind_that_writes_more_than_it_declares_is_stopped(monkeypatch):
+    """The writes a plug-in declares are what it may write: anything else stops the run
+    with the stage (or target kind) and the path."""
+    from types import SimpleNamespace
+
+    from fedaudit.audit.stages import base
+    from fedaudit.audit.stages.attacks import Attacks
+
+    class Sneaky(RoundLoss):
+        name = "ext-sneaky"
+
+        def run(self, ctx):
+            ctx.results["ext_round_loss"] = {"round": 1}
+            ctx.results["clients"][0]["ext_note"] = "mine"
+
+    ctx = SimpleNamespace(scenario=None, results={"clients": [{"client": 0}]})
+    monkeypatch.setattr(base, "ordered_stages", lambda: [Sneaky()])
+    monkeypatch.setattr(Sneaky, "enabled", lambda self, scenario: True)
+    with pytest.raises(RuntimeError, match=r"audit stage 'ext-sneaky' wrote results.json "
+                                           r"'clients\[\].ext_note', which its writes do not "
+                                           r"declare \(declared: ext_round_loss\)"):
+        base.run_stages(ctx)
+    monkeypatch.setattr(Sneaky, "writes", ("ext_round_loss", "clients[].ext_note"))
+    ctx.results = {"clients": [{"client": 0}]}
+    base.run_stages(ctx)  # declared: fine
+    assert ctx.results["clients"] == [{"client": 0, "ext_note": "mine"}]
+
+    class Silent(TargetKind):  # a target kind that writes but declares nothing
+        name = "ext-silent"
+
+        def targets(self, ctx):
+            return []
+
+        def record(self, ctx, results):
+            ctx.results["ext_silent"] = len(results)
+            return []
+
+    from fedaudit.audit.stages import attacks as attacks_stage
+    from fedaudit.console.progress import NoProgress
+
+    monkeypatch.setattr(attacks_stage, "selected_kinds", lambda scenario: [Silent()])
+    ctx = SimpleNamespace(scenario=None, results={}, progress=NoProgress(), attacked={},
+                          scores=[])
+    with pytest.raises(RuntimeError, match=r"target kind 'ext-silent' wrote results.json "
+                                           r"'ext_silent', which its writes do not declare "
+                                           r"\(declared: nothing\)"):
+        Attacks().run(ctx)
+    register_target(FirstRound)
+    try:
+        assert "ext_first_round" in Attacks().writes  # every registered kind's writes
+        with pytest.raises(TypeError, match="writes must be a tuple"):
+            register_target(type("Bad", (FirstRound,), {"name": "ext-bad", "writes": "x"}))
+        with pytest.raises(TypeError, match=r"'a\.\.b'"):
+            register_stage(type("Bad", (RoundLoss,), {"name": "ext-bad", "writes": ("a..b",)}))
+    finally:
+        TARGETS.unregister(FirstRound.name)
+        TARGETS.unregister("ext-bad")
+        STAGES.unregister("ext-bad")
 
 
 @pytest.mark.e2e

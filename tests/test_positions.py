@@ -14,6 +14,7 @@ from attacks.reference import ReferenceSignals
 from fedaudit.audit.stages.positions import attack_positions
 from fedaudit.audit.targets.base import selected_rounds as _selected
 from fedaudit.config import load_scenario
+from fedaudit.metrics import MembershipMetrics
 from fedaudit.probes import ProbeRun, Reply, RoundRecord, RoundView
 from fedaudit.probes.client_models import ClientModels
 from fedaudit.rundir.client_models import client_model_rounds
@@ -43,10 +44,10 @@ def test_fedmia_hand_computed_three_out_models_two_samples():
         return math.log(0.5 * (1 + math.erf(z / math.sqrt(2))))
 
     # float64 round trip of phi through the logistic: relative error ~1e-15
-    np.testing.assert_allclose(out["fedmia"]["scores"],
+    np.testing.assert_allclose(out["fedmia"].scores,
                                [log_cdf(1 / math.sqrt(2 / 3)), log_cdf(-1 / math.sqrt(2))],
                                rtol=1e-9, atol=1e-9)
-    assert out["fedmia"]["scores"][0] > out["fedmia"]["scores"][1]
+    assert out["fedmia"].scores[0] > out["fedmia"].scores[1]
 
 
 def test_round_selection():
@@ -89,20 +90,19 @@ def test_server_keeps_listed_rounds_or_all(tmp_path):
     assert client_model_rounds(tmp_path / "all") == {1: [0], 2: [0], 3: [0]}
 
 
+def _m(auc, tpr=0.0):
+    return MembershipMetrics(auc, tpr, 0.0, 1.0, 0.01)
+
+
 def test_attack_positions_pick_each_positions_best_method():
-    results = {
-        "attacks": {"loss": {"auc": 0.6, "tpr_at_1pct_fpr": 0.01},
-                    "entropy": {"auc": 0.62, "tpr_at_1pct_fpr": 0.0}},
-        "round_attacks": [{"round": 1, "attacks": {"loss": {"auc": 0.75,
-                                                            "tpr_at_1pct_fpr": 0.2}}},
-                          {"round": 2, "attacks": {"loss": {"auc": 0.7,
-                                                            "tpr_at_1pct_fpr": 0.1}}}],
-        "server_view": {"pooled": {"loss": {"auc": 0.65}, "fedmia": {"auc": 0.8}}},
-    }
-    rows = {r["position"]: r for r in attack_positions(results)}
+    outsider = {"loss": _m(0.6, 0.01), "entropy": _m(0.62, 0.0), "rmia": None}
+    rounds = [(1, {"loss": _m(0.75, 0.2)}), (2, {"loss": _m(0.7, 0.1)}), (3, {"loss": None})]
+    server = {"loss": _m(0.65), "fedmia": _m(0.8)}
+    rows = {r["position"]: r for r in attack_positions(outsider, rounds, server)}
     assert (rows["outsider"]["best_method"], rows["outsider"]["auc"]) == ("entropy", 0.62)
-    # the insider has no labels to pick a round with: its figure is the last round; the
-    # best round (picked with the labels) is only its named upper bound
+    assert rows["outsider"]["target"] == "final global model"
+    # the insider has no labels to pick a round with: its figure is the last round it could
+    # score; the best round (picked with the labels) is only its named upper bound
     assert (rows["insider"]["round"], rows["insider"]["auc"]) == (2, 0.7)
     bound = rows["insider"]["best_round_upper_bound"]
     assert (bound["round"], bound["best_method"], bound["auc"], bound["tpr_at_1pct_fpr"]) == \
@@ -110,6 +110,10 @@ def test_attack_positions_pick_each_positions_best_method():
     assert "upper bound" in bound["note"]
     assert (rows["curious server"]["best_method"], rows["curious server"]["auc"]) == \
         ("fedmia", 0.8)
+    # ties: the first method listed; a position with nothing attacked has no row
+    tied = attack_positions({"loss": _m(0.6), "confidence": _m(0.6)}, [], None)
+    assert [(r["position"], r["best_method"]) for r in tied] == [("outsider", "loss")]
+    assert attack_positions(None, [], {}) == []
 
 
 def test_fedmia_only_for_the_server_view():

@@ -150,12 +150,12 @@ def test_registered_attacks_wire_the_signals_and_count_population_queries():
                            {"rmia": {"a": 0.3, "gamma": 1.0}}, references=signals)
     expect_lira = lira_scores(logit_confidence(p_target[:3], y), logit_confidence(refs, y),
                               fixed_variance=True)
-    np.testing.assert_allclose(out["lira"]["scores"], expect_lira, **TOL)
+    np.testing.assert_allclose(out["lira"].scores, expect_lira, **TOL)
     expect_rmia = rmia_scores(p_target[:3, 0], refs[:, :, 0], p_target[3:, 0],
                               pop_refs[:, :, 0], gamma=1.0, offline_a=0.3)
-    np.testing.assert_allclose(out["rmia"]["scores"], expect_rmia, **TOL)
-    assert out["lira"]["queries_per_sample"] == 1.0
-    assert out["rmia"]["queries_per_sample"] == 2.0  # 3 audit + 3 population queries
+    np.testing.assert_allclose(out["rmia"].scores, expect_rmia, **TOL)
+    assert out["lira"].queries_per_sample == 1.0
+    assert out["rmia"].queries_per_sample == 2.0  # 3 audit + 3 population queries
     with pytest.raises(ValueError, match="need reference models"):
         evaluate_attacks(FixedOracle(p_target), np.array([0, 1, 2]), y, np.array([1, 0, 0]),
                          ["rmia"])

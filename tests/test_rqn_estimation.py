@@ -214,4 +214,4 @@ def test_quantization_audit_estimates_r_per_run_and_reports_the_median(tmp_path)
         assert entry["rqn"] == float(np.median(want))
         assert entry["n_candidates"] == 6 and entry["n_kept"] == 4
         release = quantize(trajectories[0][-1], entry["quantizer"])
-        assert all(torch.equal(releases[entry["quantizer"]][k], release[k]) for k in release)
+        assert all(torch.equal(releases[entry["quantizer"]].state[k], release[k]) for k in release)

@@ -197,7 +197,7 @@ def test_evaluate_attacks_passes_the_vocabulary_to_zlib():
     with pytest.raises(ValueError, match="need the data's vocabulary"):
         evaluate_attacks(oracle, x, y, [1, 0], ["zlib"])
     out = evaluate_attacks(oracle, x, y, [1, 0], ["loss", "zlib"], vocabulary=("a", "b", "c"))
-    assert out["zlib"]["scores"].shape == (2,) and out["loss"]["queries_per_sample"] == 1
+    assert out["zlib"].scores.shape == (2,) and out["loss"].queries_per_sample == 1
 
 
 def _play(roles=("ANNA", "BORIS", "CLARA"), speeches=40, seed=0) -> str:

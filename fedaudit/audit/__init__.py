@@ -1,15 +1,19 @@
 """The audit after the last round: a pipeline of stages over targets.
 
 - :mod:`~fedaudit.audit.context`: :class:`AuditContext`, what the stages share (scenario,
-  data, the released trajectory, the attack split and audit sets, what earlier stages
-  produced) and :class:`Trajectory`;
+  data, the released trajectory, the attack split and audit sets, the typed products of
+  earlier stages) and :class:`Trajectory`;
+- :mod:`~fedaudit.audit.products`: those typed products (:class:`TargetResult`,
+  :class:`ScoreRows`, the quantized releases, the curious server's view);
 - :mod:`~fedaudit.audit.targets`: :class:`Target` and the registry of target kinds
   (``attack.targets``: ``global``, ``quantized``, ``rounds``, ``clients``);
 - :mod:`~fedaudit.audit.attack_loop`: the one attack loop (target -> oracle -> scores ->
   metrics -> :class:`ScoreRows`);
 - :mod:`~fedaudit.audit.stages`: :class:`Stage`, the registry and the built-in stages
-  (quantization and r_Qn, reference models, DP audit, attacks, Res-MIA curves, GNQ-attack
-  link, attacker positions, scores.npz);
+  (quantization and r_Qn, reference models, DP audit, attacks, secrets, the attacks'
+  declared curves, GNQ-attack link, attacker positions, scores.npz);
+- :mod:`~fedaudit.audit.writes`: the results.json paths a stage declares it writes, and
+  the check that it wrote no other;
 - :mod:`~fedaudit.audit.sets`, :mod:`~fedaudit.audit.references`,
   :mod:`~fedaudit.audit.results`: the audit sets, the reference federations, results.json
   up to the stages.
@@ -24,8 +28,9 @@ from typing import Any
 
 import torch
 
-from fedaudit.audit.attack_loop import ScoreRows, TargetResult, attack
+from fedaudit.audit.attack_loop import attack
 from fedaudit.audit.context import AuditContext, Trajectory
+from fedaudit.audit.products import ScoreRows, TargetResult
 from fedaudit.audit.references import ReferenceTrainer
 from fedaudit.audit.stages import STAGES, Stage, register_stage, run_stages
 from fedaudit.audit.targets import TARGETS, Target, TargetKind, register_target

@@ -1,8 +1,9 @@
 """The one attack loop: target -> oracle -> scores -> metrics -> score rows.
 
 :func:`attack` runs a target's methods on its samples (:func:`attacks.membership.evaluate_attacks`
-with the scenario's attack options), computes the pooled metrics over the distinct scored
-samples and, for a target scored on every client, each client's metrics on its own set;
+with the scenario's attack options: each method's typed outcome with its pooled metrics over
+the distinct scored samples) and, for a target scored on every client, each client's
+metrics on its own set; it returns them as one :class:`TargetResult`, whose
 :class:`ScoreRows` are what scores.npz stores.  Every target of every kind goes through
 here (a stage that attacks a model of its own builds a :class:`Target` and calls it).  The
 attacker holds the oracle only (probabilities).  The DP audit's canary scores and the
@@ -18,17 +19,17 @@ import time
 import numpy as np
 
 from attacks.membership import evaluate_attacks
-from attacks.registry import ATTACKS, needs_references
+from attacks.registry import ATTACKS
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.sets import result_metrics
-from fedaudit.audit.targets.base import ScoreRows, Target, TargetResult
-from fedaudit.metrics import membership_metrics
+from fedaudit.audit.products import ScoreRows, TargetResult
+from fedaudit.audit.targets.base import Target
+from fedaudit.metrics import MembershipMetrics
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import SCORES_NAME
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["AttackTracker", "ScoreRows", "TargetResult", "attack", "write_scores"]
+__all__ = ["AttackTracker", "attack", "write_scores"]
 
 
 class AttackTracker:
@@ -96,38 +97,32 @@ def attack(ctx: AuditContext, target: Target, tracker: AttackTracker | None = No
     refs = target.references(ids) if target.references is not None else None
     oracle = ctx.oracle(target.load())
     x, y = ctx.samples(ids)
-    raw = evaluate_attacks(oracle, x, y, member, target.methods, ctx.attack_options,
-                           on_method=tracker.method_done if tracker is not None else None,
-                           references=refs, vocabulary=ctx.data.classes)
-    res = TargetResult(target, ids, member, raw, {})
-    for method, r in raw.items():
-        pooled = result_metrics(r["metrics"])
-        pooled["queries_per_sample"] = r["queries_per_sample"]
-        pooled["seconds_per_sample"] = r["seconds_per_sample"]
-        if needs_references(method) and refs is not None:
-            pooled["reference_models"] = int(refs.probs.shape[0])
-        pooled.update(r.get("info") or {})
-        res.pooled[method] = pooled
-    if target.client is not None:
-        res.rows = [ScoreRows(target.name, m, ids, np.full(len(ids), target.client), member,
-                              r["scores"]) for m, r in raw.items()]
-    elif not target.per_client:
-        res.rows = [ScoreRows(target.name, m, ids, np.full(len(ids), -1), member, r["scores"])
-                    for m, r in raw.items()]
-    else:
-        _per_client(ctx, res)
-    return res
+    outcomes = evaluate_attacks(oracle, x, y, member, target.methods, ctx.attack_options,
+                                on_method=tracker.method_done if tracker is not None else None,
+                                references=refs, vocabulary=ctx.data.classes)
+    n_refs = int(refs.probs.shape[0]) if refs is not None else None
+    if target.client is not None or not target.per_client:
+        client = -1 if target.client is None else target.client
+        rows = tuple(ScoreRows(target.name, m, ids, np.full(len(ids), client), member, o.scores)
+                     for m, o in outcomes.items())
+        return TargetResult(target, ids, member, outcomes, reference_models=n_refs, rows=rows)
+    per_client, rows = _per_client(ctx, target, outcomes)
+    return TargetResult(target, ids, member, outcomes, per_client, n_refs, rows)
 
 
-def _per_client(ctx: AuditContext, res: TargetResult) -> None:
-    """Each client's metrics on its own set, sliced from the pooled scores."""
-    res.clients = [{} for _ in ctx.sets]
-    for method, r in res.raw.items():
+def _per_client(ctx: AuditContext, target: Target, outcomes: dict
+                ) -> tuple[dict[str, tuple[MembershipMetrics, ...]], tuple[ScoreRows, ...]]:
+    """Each client's metrics on its own set, sliced from the pooled scores, and its rows."""
+    per_client, rows = {}, []
+    for method, o in outcomes.items():
+        metrics = []
         for c, (s, pos) in enumerate(zip(ctx.sets, ctx.pooled.positions)):
-            scores, mem = r["scores"][pos], s.member
-            res.clients[c][method] = result_metrics(membership_metrics(scores, mem))
-            res.rows.append(ScoreRows(res.target.name, method, s.ids, np.full(len(pos), c),
-                                      mem, scores))
+            scores = o.scores[pos]
+            metrics.append(MembershipMetrics.of(scores, s.member))
+            rows.append(ScoreRows(target.name, method, s.ids, np.full(len(pos), c), s.member,
+                                  scores))
+        per_client[method] = tuple(metrics)
+    return per_client, tuple(rows)
 
 
 def write_scores(ctx: AuditContext) -> None:

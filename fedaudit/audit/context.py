@@ -2,9 +2,13 @@
 
 A stage reads the scenario, the data and the released trajectory from it, takes the
 shared products it needs (the attack split and audit sets are built on first use, so a
-stage never depends on which stage asked first) and leaves its own products for later
-stages: the quantized releases, the reference models, each target's attack results and the
-score rows that become ``scores.npz``.
+stage never depends on which stage asked first) and leaves its own typed products
+(:mod:`fedaudit.audit.products`) for later stages: the quantized releases, the reference
+models, each target kind's attack results, the curious server's view and the score rows
+that become ``scores.npz``.  A stage reads what another produced from here, never from
+``results``: results.json is an output, whose entries each stage writes from its own
+products (only the paths its ``writes`` declare; :func:`fedaudit.audit.stages.run_stages`
+checks).  What training recorded (results.json before the stages) is the context's input.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import torch
 from attacks.oracle import Oracle
 from fedaudit.audit.references import (AttackSplit, References, ReferenceTrainer,
                                        attack_split)
+from fedaudit.audit.products import QuantizedRelease, ScoreRows, ServerView, TargetResult
 from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, attack_sets
-from fedaudit.audit.targets.base import ScoreRows, TargetResult
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.data import FederatedData
 from fedaudit.models import model_for
@@ -59,12 +63,14 @@ class AuditContext:
     progress: Progress = field(default_factory=NoProgress)
     #: trains the reference federations (the simulation layer's Flower trainer)
     reference_trainer: ReferenceTrainer | None = None
-    #: quantizer name -> the quantized release (the quantization stage)
-    releases: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    #: quantizer name -> its quantized release and r_Qn (the quantization stage)
+    releases: dict[str, QuantizedRelease] = field(default_factory=dict)
     #: the reference models of LiRA / RMIA (the references stage)
     references: References | None = None
     #: target kind -> the attack results of its targets (the attacks stage)
     attacked: dict[str, list[TargetResult]] = field(default_factory=dict)
+    #: the curious server's attacks (the attacks stage, ``clients`` target kind)
+    server_view: ServerView | None = None
     #: target kind -> the notes its results carry (e.g. why FedMIA skipped a client)
     notes: dict[str, list[str]] = field(default_factory=dict)
     #: every score row, in the order scores.npz stores them
@@ -89,6 +95,13 @@ class AuditContext:
     @cached_property
     def attack_options(self) -> dict[str, dict[str, Any]]:
         return attack_options(self.scenario)
+
+    @cached_property
+    def update_gnq_totals(self) -> tuple[float | None, ...]:
+        """Each client's update GNQ summed over the rounds (None: never measured), as
+        training recorded it (results.json ``clients[].gnq.update_total``, written before
+        the stages)."""
+        return tuple(c["gnq"].get("update_total") for c in self.results["clients"])
 
     @cached_property
     def _model(self) -> torch.nn.Module:

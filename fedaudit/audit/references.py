@@ -46,9 +46,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.oracle import Oracle
 from attacks.augment import augmented_views
+from attacks.oracle import Oracle
 from attacks.reference import ReferenceSignals, TuningSignals
+from attacks.registry import ReferenceNeeds
 from attacks.sequences import as_outcomes
 from fedaudit.audit.targets.base import uses_references
 from fedaudit.data import FederatedData, partition_data
@@ -359,13 +360,13 @@ def tuning_ids(refs: References) -> tuple[np.ndarray, np.ndarray]:
 
 def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarray,
                       model: torch.nn.Module, device: torch.device, batch_size: int,
-                      quantizer: str | None = None, *, augment: str = "none",
-                      tune: bool = False) -> ReferenceSignals:
+                      quantizer: str | None = None, *,
+                      needs: ReferenceNeeds = ReferenceNeeds()) -> ReferenceSignals:
     """The references' outputs on ``audit_ids`` (in that order) and on the population,
     each reference quantized with ``quantizer`` first when the target is a quantized
-    release; with ``augment`` also on the augmented views of the audit samples (LiRA's
-    augmented queries), with ``tune`` (offline RMIA, ``a = "auto"``) on the tuning samples
-    of :func:`tuning_ids`.  Probabilities come through :class:`attacks.oracle.Oracle`, the
+    release; what the attacks ``needs`` beyond that: with ``augment`` also on the
+    augmented views of the audit samples (LiRA's augmented queries), with ``tuning``
+    (offline RMIA, ``a = "auto"``) on the tuning samples of :func:`tuning_ids`.  Probabilities come through :class:`attacks.oracle.Oracle`, the
     same path as the target's; on text reduced to each sequence's two outcomes as they
     arrive (:func:`attacks.sequences.as_outcomes`: (R, N, 2), not (R, N, L, V))."""
     pos = np.searchsorted(refs.plan.audit_ids, audit_ids)
@@ -373,8 +374,8 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
     if not (np.all(ok) and np.array_equal(refs.plan.audit_ids[pos], audit_ids)):
         raise ValueError("audit ids differ from those the references were planned for")
     pop = refs.split.population
-    views = augmented_views(data.x[audit_ids], augment) if augment != "none" else []
-    tune = tune and refs.plan.in_mask is None and len(refs.states) > 1
+    views = augmented_views(data.x[audit_ids], needs.augment) if needs.augment != "none" else []
+    tune = needs.tuning and refs.plan.in_mask is None and len(refs.states) > 1
     t_ids, t_mask = tuning_ids(refs) if tune else (None, None)
     probs, pop_probs, view_probs, t_probs = [], [], [], []
     width = data.num_classes if getattr(data, "text", None) is None else 2
@@ -396,4 +397,4 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
               if tune else None)
     return ReferenceSignals(np.stack(probs).astype(np.float64), mask, data.x[pop],
                             data.y[pop], np.stack(pop_probs).astype(np.float64),
-                            views=stacked, augment=augment, tuning=tuning)
+                            views=stacked, augment=needs.augment, tuning=tuning)

@@ -1,7 +1,6 @@
 """Who an attack scores and with which options: members and class-matched non-members per
 client (:class:`ClientAuditSet`), the distinct scored samples of all clients
-(:class:`PooledAuditSet`), each method's declared options, and the metrics results.json
-keeps.
+(:class:`PooledAuditSet`) and each method's declared options.
 
 Per client, members are the client's samples (or a random subset of
 ``members_per_client``, capped at the non-member pool's size) and non-members are samples
@@ -36,7 +35,7 @@ from fedaudit.scenario import Scenario
 log = logging.getLogger("fedaudit")
 
 __all__ = ["ClientAuditSet", "PooledAuditSet", "attack_options", "attack_sets",
-           "client_audit_set", "match_labels", "pooled_audit_set", "result_metrics"]
+           "client_audit_set", "match_labels", "pooled_audit_set"]
 
 
 @dataclass(frozen=True)
@@ -140,10 +139,3 @@ def attack_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
                                                and v == fields[k].unset)}
     return out
 
-
-def result_metrics(m: dict) -> dict:
-    """The membership metrics results.json keeps per attack (from
-    :func:`fedaudit.metrics.membership_metrics`)."""
-    keys = ("auc", "tpr_at_1pct_fpr", "tpr_at_0p1pct_fpr", "fpr_at_80pct_tpr",
-            "min_fpr_resolution")
-    return {k: m[k] for k in keys if k in m}

@@ -11,7 +11,8 @@ The package:
 * :mod:`~fedaudit.report.registry` -- the figure registry (:data:`FIGURES`,
   :class:`~fedaudit.report.registry.FigureSpec`, the ``@figure`` decorator) and rendering
   one figure;
-* ``fig_training``, ``fig_attacks`` (per-client AUC, ROC), ``fig_resmia``, ``fig_gnq``,
+* ``fig_training``, ``fig_attacks`` (per-client AUC, ROC), ``fig_curves`` (the curves
+  attacks declare: Res-MIA's confidence decay), ``fig_gnq``,
   ``fig_quantization`` -- the figures, one module per report section;
 * :mod:`~fedaudit.report.sections` -- the header and tables, and :data:`SECTIONS`;
 * :mod:`~fedaudit.report.format` -- number formatting and small HTML pieces.
@@ -25,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 # the figure modules register their figures on import, in report order
-from fedaudit.report import fig_training, fig_attacks, fig_resmia  # noqa: F401
+from fedaudit.report import fig_training, fig_attacks, fig_curves  # noqa: F401
 from fedaudit.report import fig_gnq, fig_quantization, fig_positions  # noqa: F401
 from fedaudit.report import fig_secrets  # noqa: F401
 from fedaudit.report.registry import FIGURES, render_figure
@@ -47,6 +48,7 @@ def stylesheet() -> str:
 
 def render_html(run: RunData) -> str:
     """The whole report as one HTML string."""
+    fig_curves.register_curve_figures()  # attacks registered since the import
     parts = [section_header(run), "<nav>" + "".join(
         f'<a href="#{sid}">{html.escape(title)}</a>' for sid, title, *_ in SECTIONS) + "</nav>"]
     for sid, title, intro, before, after in SECTIONS:

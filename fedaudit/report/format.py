@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from attacks.registry import attack_label
+from attacks.registry import attack_label, attack_order
 from fedaudit.rundir.reading import num
 
 
@@ -93,11 +93,6 @@ def auc_style(v: float | None) -> str:
     return f' style="background:rgba(214,39,40,{0.08 + 0.5 * a:.2f})"'
 
 
-#: canonical order of attack methods (others follow alphabetically)
-METHOD_ORDER = ("resmia", "loss", "confidence", "entropy", "mentropy", "lira", "rmia",
-                "fedmia")
-
-
 def method_label(name: str) -> str:
     """The display name of an attack method: the ``label`` it was registered with
     (:func:`attacks.register_attack`), else the name itself (a run made with an attack
@@ -106,7 +101,8 @@ def method_label(name: str) -> str:
 
 
 def ordered_methods(names: Any) -> list[str]:
-    """Attack method names in the canonical order, unknown ones after, alphabetically."""
+    """Attack method names in the order the attacks declared at registration
+    (:func:`attacks.registry.attack_order`), unknown ones after, alphabetically."""
     names = list(dict.fromkeys(names))
-    known = [m for m in METHOD_ORDER if m in names]
-    return known + sorted(m for m in names if m not in METHOD_ORDER)
+    order = attack_order()
+    return [m for m in order if m in names] + sorted(m for m in names if m not in order)

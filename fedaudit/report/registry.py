@@ -7,7 +7,7 @@ this scenario").  :func:`render_figure` embeds a figure as a base64 PNG; a figur
 fails unexpectedly is shown as an error box and the rest of the report is still written.
 
 The figures themselves live in one module per report section (``fig_training``,
-``fig_attacks``, ``fig_resmia``, ``fig_gnq``, ``fig_quantization``); importing
+``fig_attacks``, ``fig_curves``, ``fig_gnq``, ``fig_quantization``); importing
 :mod:`fedaudit.report` registers them, in that order.
 """
 
@@ -20,8 +20,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from attacks.registry import attack_order
 from fedaudit.report.format import short
-from fedaudit.report.format import METHOD_ORDER
 from fedaudit.rundir.reading import RunData
 
 log = logging.getLogger("fedaudit")
@@ -65,13 +65,15 @@ def not_run(run: RunData, *flags: tuple[str, str], what: str) -> Absent:
 # ---- drawing helpers ---------------------------------------------------------------------
 
 def method_colors(methods: list[str]) -> dict[str, Any]:
-    """A fixed colour per attack method (the canonical ones always get the same)."""
+    """A fixed colour per attack method (a registered one always gets the same: its place
+    in :func:`attacks.registry.attack_order`)."""
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
-    fixed = {m: cmap(i) for i, m in enumerate(METHOD_ORDER)}
+    order = attack_order()
+    fixed = {m: cmap(i % 10) for i, m in enumerate(order)}
     extra = [m for m in methods if m not in fixed]
-    fixed.update({m: cmap((len(METHOD_ORDER) + i) % 10) for i, m in enumerate(extra)})
+    fixed.update({m: cmap((len(order) + i) % 10) for i, m in enumerate(extra)})
     return fixed
 
 

@@ -154,18 +154,22 @@ def section_gnq_tables(run: RunData) -> str:
     link = run.results.get("gnq_vs_attack")
     if isinstance(link, dict) and link:
         items = []
-        c = link.get("client_update_gnq_vs_resmia_auc")
-        if isinstance(c, dict):
-            items.append(f"<li>Per client, update GNQ (total over rounds) vs Res-MIA AUC: "
-                         f"Spearman {fmt(c.get('spearman'), 2)} (p = {fmt_g(c.get('pvalue'))}, "
-                         f"{c.get('n_clients', '?')} clients).</li>")
-        s = link.get("sample_top5pct_gnq_resmia_tpr")
-        if isinstance(s, dict):
-            items.append(f"<li>Per sample, at a Res-MIA threshold with FPR "
-                         f"{fmt(s.get('fpr'))}: TPR {fmt(s.get('tpr_top5pct_gnq'))} on the "
-                         f"{s.get('n_top', '?')} members with the top-5% GNQ vs "
-                         f"{fmt(s.get('tpr_all_members'))} on all {s.get('n_members', '?')} "
-                         f"members.</li>")
+        for key, v in link.items():  # per attack of the gnq-link stage (registered gnq_link)
+            c = re.fullmatch(r"client_update_gnq_vs_(.+)_auc", key)
+            s = re.fullmatch(r"sample_top5pct_gnq_(.+)_tpr", key)
+            if not isinstance(v, dict) or not (c or s):
+                continue
+            label = html.escape(method_label((c or s).group(1)))
+            if c:
+                items.append(f"<li>Per client, update GNQ (total over rounds) vs {label} AUC: "
+                             f"Spearman {fmt(v.get('spearman'), 2)} (p = "
+                             f"{fmt_g(v.get('pvalue'))}, {v.get('n_clients', '?')} clients).</li>")
+            else:
+                items.append(f"<li>Per sample, at a {label} threshold with FPR "
+                             f"{fmt(v.get('fpr'))}: TPR {fmt(v.get('tpr_top5pct_gnq'))} on the "
+                             f"{v.get('n_top', '?')} members with the top-5% GNQ vs "
+                             f"{fmt(v.get('tpr_all_members'))} on all "
+                             f"{v.get('n_members', '?')} members.</li>")
         if items:
             out.append("<h3>Does GNQ point where the attack hits?</h3><ul>"
                        + "".join(items) + "</ul>")

@@ -1,7 +1,8 @@
 """The membership attacks on every target kind ``attack.targets`` lists (in the target
 registry's order): each kind's targets through the one attack loop
-(:func:`fedaudit.audit.attack_loop.attack`), then the kind records its results.json entries
-and score rows (docs/algorithms.md sections 3-5, 9)."""
+(:func:`fedaudit.audit.attack_loop.attack`), their typed results left in ``ctx.attacked``,
+then the kind records its results.json entries (the paths it declares in ``writes``,
+checked here) and score rows (docs/algorithms.md sections 3-5, 9)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from attacks.registry import server_view
 from fedaudit.audit.attack_loop import AttackTracker, attack
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
-from fedaudit.audit.targets import selected_kinds
+from fedaudit.audit.targets import TARGETS, selected_kinds
+from fedaudit.audit.writes import check_writes, snapshot
 
 
 @register_stage
 class Attacks(Stage):
     name = "attacks"
     order = 400
-    writes = ("attacks", "clients[].attacks", "clients[].attack_set", "quantization[].attacks",
-              "rqn_vs_attack", "round_attacks", "server_view")
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """What the registered target kinds write (each its own ``writes``)."""
+        return tuple(dict.fromkeys(p for kind in TARGETS.values() for p in kind.writes))
 
     def enabled(self, scenario):
         return scenario.attack.enabled
@@ -55,5 +60,7 @@ class Attacks(Stage):
                 results.append(attack(ctx, target, tracker))
                 index += 1
             ctx.attacked[kind.name] = results
+            before = snapshot(ctx.results)
             ctx.scores += kind.record(ctx, results)
+            check_writes(f"target kind {kind.name!r}", kind.writes, before, ctx.results)
         tracker.finish()

@@ -5,14 +5,17 @@ A :class:`Stage` declares when it runs (:meth:`~Stage.enabled`, from the scenari
 what the scenario must satisfy then (:meth:`~Stage.check`, run by the scenario's
 validation), the server-side probes it needs while training (:meth:`~Stage.probes`), the
 scenario tables it adds (:attr:`~Stage.options`: ``{"table": {key:
-Field}}``, read with ``scenario.stages["table"]``), the results.json keys it writes
-(:attr:`~Stage.writes`) and its place (:attr:`~Stage.order`); its report section, if it
-wants one, is :func:`fedaudit.report.sections.register_section` (and figures with
-:func:`fedaudit.report.registry.figure`) in the same file.  The built-in stages, in
-order: quantization and r_Qn (100), reference models (200), the one-run DP audit (300),
-the attacks on every listed target (400), Res-MIA's confidence curves (500), the GNQ-attack
-link (600), the attacker positions (800), plug-ins (default 900), scores.npz (1000).  A
-new stage is one class with ``@register_stage``, in a file or a notebook cell.
+Field}}``, read with ``scenario.stages["table"]``), the results.json paths it writes
+(:attr:`~Stage.writes`, checked after it runs: :mod:`fedaudit.audit.writes`) and its place
+(:attr:`~Stage.order`); its report section, if it wants one, is
+:func:`fedaudit.report.sections.register_section` (and figures with
+:func:`fedaudit.report.registry.figure`) in the same file.  A stage reads what earlier
+stages produced from the context's typed products, never from results.json.  The built-in
+stages, in order: quantization and r_Qn (100), reference models (200), the one-run DP
+audit (300), the attacks on every listed target (400), the secrets (450), the attacks'
+declared curves (500), the GNQ-attack link (600), the attacker positions (800), plug-ins
+(default 900), scores.npz (1000).  A new stage is one class with ``@register_stage``, in a
+file or a notebook cell.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fedaudit.audit.writes import check_writes, parse_path, snapshot
 from fedaudit.options import Field
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
     from fedaudit.audit.context import AuditContext
     from fedaudit.data import FederatedData
 
-__all__ = ["STAGES", "Stage", "check_stage_data", "ordered_stages", "register_stage", "resmia_on_global",
+__all__ = ["STAGES", "Stage", "check_stage_data", "ordered_stages", "register_stage",
            "run_stages"]
 
 
@@ -42,7 +46,8 @@ class Stage:
     order: ClassVar[int] = 900
     #: scenario tables the stage declares: ``{"dotted.table": {key: Field}}``
     options: ClassVar[Mapping[str, Mapping[str, Field]]] = {}
-    #: the results.json keys it writes
+    #: the results.json paths it adds or changes, e.g. ``("my_key",)``, ``"clients[].x"``
+    #: (:mod:`fedaudit.audit.writes`); anything else it writes stops the run
     writes: ClassVar[tuple[str, ...]] = ()
     #: which results.json ``timing`` entry its seconds count towards
     timing: ClassVar[str] = "attack_seconds"
@@ -77,6 +82,14 @@ def _check(name: str, stage: Any, meta: dict) -> None:
         if bad:
             raise TypeError(f"stage {name!r}: option {table}.{bad[0]} must be a "
                             "fedaudit.options.Field (see fedaudit.options.option)")
+    if isinstance(stage.writes, str):
+        raise TypeError(f"stage {name!r}: writes must be a tuple of results.json paths, "
+                        f"got the string {stage.writes!r}")
+    for path in stage.writes:
+        try:
+            parse_path(path)
+        except ValueError as exc:
+            raise TypeError(f"stage {name!r}: writes: {exc}") from None
 
 
 #: name -> stage
@@ -103,18 +116,16 @@ def check_stage_data(scenario: Scenario, data: "FederatedData") -> str | None:
 
 
 def run_stages(ctx: "AuditContext") -> dict[str, float]:
-    """Run the enabled stages in order; the seconds spent per ``timing`` entry."""
+    """Run the enabled stages in order; the seconds spent per ``timing`` entry.  A stage
+    that adds or changes a results.json path its :attr:`~Stage.writes` does not declare
+    stops the run (``RuntimeError`` naming the stage and the path)."""
     timing = {"audit_seconds": 0.0, "attack_seconds": 0.0}
     for stage in ordered_stages():
         if not stage.enabled(ctx.scenario):
             continue
+        before = snapshot(ctx.results)
         t0 = time.perf_counter()
         stage.run(ctx)
         timing[stage.timing] = timing.get(stage.timing, 0.0) + time.perf_counter() - t0
+        check_writes(f"audit stage {stage.name!r}", stage.writes, before, ctx.results)
     return timing
-
-
-def resmia_on_global(scenario: Scenario) -> bool:
-    """Res-MIA runs on the final global model (the stages built on its scores)."""
-    a = scenario.attack
-    return a.enabled and "global" in a.targets and "resmia" in a.methods

@@ -1,20 +1,36 @@
 """Does GNQ point at the samples and clients the attack finds? (results.json
-``gnq_vs_attack``, from Res-MIA's scores on the final global model)
+``gnq_vs_attack``, from the scores on the final global model of each attack registered
+with ``gnq_link=True``: Res-MIA)
 
-- per client: Spearman between update GNQ total and the client's Res-MIA AUC;
-- per sample: the Res-MIA TPR at a 5% FPR threshold on the members whose client-side GNQ
-  (mean over rounds) is in the top 5%, against all members.
+- per client: Spearman between update GNQ total and the client's AUC under the attack
+  (``client_update_gnq_vs_<attack>_auc``);
+- per sample: the attack's TPR at a 5% FPR threshold on the members whose client-side GNQ
+  (mean over rounds) is in the top 5%, against all members
+  (``sample_top5pct_gnq_<attack>_tpr``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from attacks.registry import gnq_linked
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.stages.base import Stage, register_stage, resmia_on_global
+from fedaudit.audit.products import ScoreRows
+from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.metrics import MembershipMetrics
 from fedaudit.rundir.layout import GNQ_SAMPLES_NAME
+from fedaudit.scenario import Scenario
+
+
+def linked_methods(scenario: Scenario) -> tuple[str, ...]:
+    """The listed attacks the link is computed for on the final global model."""
+    a = scenario.attack
+    if not (a.enabled and "global" in a.targets):
+        return ()
+    return tuple(m for m in a.methods if gnq_linked(m))
 
 
 @register_stage
@@ -24,34 +40,43 @@ class GnqAttackLink(Stage):
     writes = ("gnq_vs_attack",)
 
     def enabled(self, scenario):
-        return resmia_on_global(scenario)
+        return bool(linked_methods(scenario))
 
     def run(self, ctx: AuditContext) -> None:
         (res,) = ctx.attacked["global"]
-        link = client_link(ctx.results)
-        rows = [r for r in res.rows if r.method == "resmia"]
         samples = ctx.run_dir / GNQ_SAMPLES_NAME
+        gnq = None
         if samples.exists():
             with np.load(samples) as npz:
-                link.update(sample_link(npz["sample_id"], npz["score"], rows))
+                gnq = npz["sample_id"], npz["score"]
+        link: dict[str, Any] = {}
+        for m in linked_methods(ctx.scenario):
+            link.update(client_link(m, ctx.update_gnq_totals, res.per_client[m]))
+            if gnq is not None:
+                link.update(sample_link(m, *gnq, [r for r in res.rows if r.method == m]))
         if link:
             ctx.results["gnq_vs_attack"] = link
 
 
-def client_link(results: dict) -> dict[str, Any]:
+def client_link(method: str, totals: Sequence[float | None],
+                metrics: Sequence[MembershipMetrics]) -> dict[str, Any]:
+    """Spearman between each client's update GNQ total and its AUC under ``method`` (at
+    least 3 clients with a total, neither side constant)."""
     from scipy.stats import spearmanr
 
-    totals = [c["gnq"].get("update_total") for c in results["clients"]]
-    aucs = [c["attacks"]["resmia"]["auc"] for c in results["clients"]]
-    pairs = [(t, a) for t, a in zip(totals, aucs) if t is not None]
+    pairs = [(t, m.auc) for t, m in zip(totals, metrics) if t is not None]
     if len(pairs) >= 3 and len({p[0] for p in pairs}) > 1 and len({p[1] for p in pairs}) > 1:
         rho, p = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
-        return {"client_update_gnq_vs_resmia_auc": {"spearman": float(rho), "pvalue": float(p),
-                                                    "n_clients": len(pairs)}}
+        return {f"client_update_gnq_vs_{method}_auc": {"spearman": float(rho),
+                                                       "pvalue": float(p),
+                                                       "n_clients": len(pairs)}}
     return {}
 
 
-def sample_link(sid: np.ndarray, score: np.ndarray, rows: list) -> dict[str, Any]:
+def sample_link(method: str, sid: np.ndarray, score: np.ndarray,
+                rows: list[ScoreRows]) -> dict[str, Any]:
+    """``method``'s TPR at a 5% FPR threshold on the members with the top-5% mean
+    client-side GNQ, against all members (at least 20 members with a GNQ)."""
     uniq, inv = np.unique(sid, return_inverse=True)
     mean_gnq = np.bincount(inv, weights=score) / np.bincount(inv)
     ids = np.concatenate([r.sample_id for r in rows])
@@ -67,7 +92,7 @@ def sample_link(sid: np.ndarray, score: np.ndarray, rows: list) -> dict[str, Any
         return {}
     g = mean_gnq[np.searchsorted(uniq, member_ids[has])]
     top = g >= np.quantile(g, 0.95)
-    return {"sample_top5pct_gnq_resmia_tpr": {
+    return {f"sample_top5pct_gnq_{method}_tpr": {
         "fpr": float((nonmember_scores > threshold).mean()),
         "tpr_top5pct_gnq": float((member_scores[has][top] > threshold).mean()),
         "tpr_all_members": float((member_scores[has] > threshold).mean()),

@@ -6,18 +6,19 @@ on the FIXED grid of the released (last) checkpoint (``quantize_trajectory``); a
 is the whole quantized configuration (quantized weights and the float tensors with them).
 Per run (the main seed and each extra seed, on its own release's grid) the
 ``keep_lowest`` distinct candidates of lowest test loss give one r; ``rqn`` is the median
-over runs.  The quantized releases are left for the ``quantized`` attack target.
+over runs.  The quantized releases, with their r_Qn, are left in ``ctx.releases``
+(:class:`fedaudit.audit.products.QuantizedRelease`) for the ``quantized`` attack target.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 
 import numpy as np
 
 from fedaudit.audit.context import AuditContext, Trajectory
+from fedaudit.audit.products import QuantizedRelease
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.quant import quantize, quantize_trajectory, quantizer_info, rqn_over_runs
 from fedaudit.rundir import load_checkpoint
@@ -50,8 +51,7 @@ class Quantization(Stage):
         trajectories = [[load_checkpoint(p) for p in _candidates(t, cfg.checkpoints)]
                         for t in (ctx.trajectory, *ctx.extra)]
         release = trajectories[0][-1]
-        entries = []
-        names = cfg.quantizers
+        names, made = cfg.quantizers, []
         for i, name in enumerate(names):
             ctx.progress.step("quantization", i, len(names), name)
             spec = quantizer_info(name)
@@ -67,23 +67,13 @@ class Quantization(Stage):
             q_release = quantize(release, name)
             model.load_state_dict(q_release)
             rel_losses, correct = per_sample_losses(model, xt, yt, device=device)
-            ctx.releases[name] = q_release
-            notes = sorted({res.note for res in est.runs if res.note})
-            entries.append({
-                "quantizer": name, "bits": spec.bits, "sparsity": spec.sparsity,
-                "rqn": est.median,
-                "rqn_note": "; ".join(notes) if est.median == math.inf else None,
-                "rqn_runs": [float(v) for v in est.values],
-                "rqn_q25": est.quantile(0.25), "rqn_q75": est.quantile(0.75),
-                "n_candidates": sum(len(t) for t in trajectories),
-                "n_distinct": sum(res.n_distinct for res in est.runs),
-                "n_kept": sum(len(k) for k in est.kept),
-                "test_accuracy": float(correct.mean()), "test_loss": float(rel_losses.mean()),
-                "attacks": {},
-            })
+            q = ctx.releases[name] = QuantizedRelease(
+                name, spec.bits, spec.sparsity, q_release, est,
+                sum(len(t) for t in trajectories), float(correct.mean()),
+                float(rel_losses.mean()))
+            made.append(q)
             log.info("quantizer %d of %d, %s: r_Qn=%s (median of %d run(s); %d kept of %d "
                      "distinct of %d), acc=%.4f", i + 1, len(names), name, est.median,
-                     len(est.runs), entries[-1]["n_kept"], entries[-1]["n_distinct"],
-                     entries[-1]["n_candidates"], entries[-1]["test_accuracy"])
+                     len(est.runs), q.n_kept, q.n_distinct, q.n_candidates, q.test_accuracy)
         ctx.progress.step("quantization", len(names), len(names), "done")
-        ctx.results["quantization"] = entries
+        ctx.results["quantization"] = [q.entry() for q in made]

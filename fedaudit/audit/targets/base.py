@@ -4,7 +4,8 @@ of the kinds a scenario can list in ``attack.targets`` (:data:`TARGETS`).
 A :class:`TargetKind` knows which models of a run it stands for (:meth:`~TargetKind.targets`:
 the final global model, each quantized release, the global model after each selected
 round, each client's model as the server received it), which attacks run on them, and
-where their results go in results.json (:meth:`~TargetKind.record`).  The attack loop
+where their results go in results.json (:meth:`~TargetKind.record`, the paths it declares
+in :attr:`~TargetKind.writes`).  The attack loop
 (:func:`fedaudit.audit.attack_loop.attack`) treats every target alike: a target is one
 column of the samples x models score matrix.  A new kind is one class with
 ``@register_target``.
@@ -12,7 +13,7 @@ column of the samples x models score matrix.  A new kind is one class with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import numpy as np
@@ -20,11 +21,11 @@ import torch
 
 from attacks.reference import ReferenceSignals
 from attacks.registry import needs_references, server_view, trains_references
-from fedaudit.audit.sets import result_metrics
+from fedaudit.audit.writes import parse_path
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
 
-__all__ = ["TARGETS", "ScoreRows", "Target", "TargetKind", "TargetResult", "model_methods",
+__all__ = ["TARGETS", "Target", "TargetKind", "model_methods",
            "needs_model_method", "register_target", "selected_kinds", "selected_rounds",
            "single_model_methods", "uses_references"]
 
@@ -50,39 +51,6 @@ class Target:
     round: int | None = None
 
 
-@dataclass(frozen=True)
-class ScoreRows:
-    """Parallel rows of scores.npz: one target, one method, one client's samples (``client``
-    -1 for rows pooled over the clients)."""
-
-    target: str
-    method: str
-    sample_id: np.ndarray
-    client: np.ndarray
-    member: np.ndarray
-    score: np.ndarray
-
-
-@dataclass
-class TargetResult:
-    """One target's attacks: per method the scores on :attr:`ids` and the raw output of
-    :func:`~attacks.membership.evaluate_attacks`; results.json's metrics; the score rows."""
-
-    target: Target
-    ids: np.ndarray
-    member: np.ndarray
-    raw: dict[str, dict[str, Any]]
-    #: method -> pooled metrics with the method's cost (queries and seconds per sample)
-    pooled: dict[str, dict[str, Any]]
-    #: per client (targets scored on every client, with ``per_client``): method -> metrics
-    clients: list[dict[str, dict[str, Any]]] = field(default_factory=list)
-    rows: list[ScoreRows] = field(default_factory=list)
-
-    def metrics(self) -> dict[str, dict[str, Any]]:
-        """method -> the pooled metrics alone."""
-        return {m: result_metrics(v["metrics"]) for m, v in self.raw.items()}
-
-
 class TargetKind:
     """A kind of target (``attack.targets`` lists kinds by :attr:`name`).  Its methods
     receive the run's :class:`fedaudit.audit.context.AuditContext` as ``ctx``."""
@@ -96,6 +64,9 @@ class TargetKind:
     references: ClassVar[bool] = False
     #: the federated attacker it stands for (``outsider``, ``insider``, ``curious server``)
     position: ClassVar[str] = "outsider"
+    #: the results.json paths :meth:`record` adds or changes (the path syntax of
+    #: :attr:`fedaudit.audit.stages.base.Stage.writes`); the attacks stage checks them
+    writes: ClassVar[tuple[str, ...]] = ()
 
     def methods(self, scenario: Scenario) -> tuple[str, ...]:
         """Which of ``attack.methods`` run on its targets (default: the attacks on a
@@ -115,15 +86,25 @@ class TargetKind:
         """The models of this run that the kind stands for, in attack order."""
         raise NotImplementedError
 
-    def record(self, ctx: Any, results: list["TargetResult"]) -> list["ScoreRows"]:
-        """Write the kind's results.json entries from its targets' results; return the
-        score rows to store, in scores.npz order (default: every row, target order)."""
+    def record(self, ctx: Any, results: list[Any]) -> list[Any]:
+        """Write the kind's results.json entries (exactly the paths of :attr:`writes`) from
+        its targets' results (:class:`~fedaudit.audit.products.TargetResult`), leaving any typed
+        product later stages read in ``ctx``; return the score rows to store, in
+        scores.npz order (default: every row, target order)."""
         return [row for r in results for row in r.rows]
 
 
 def _check(name: str, kind: Any, meta: dict) -> None:
     if not isinstance(kind, TargetKind):
         raise TypeError(f"target kind {name!r} must be a TargetKind instance")
+    if isinstance(kind.writes, str):
+        raise TypeError(f"target kind {name!r}: writes must be a tuple of results.json "
+                        f"paths, got the string {kind.writes!r}")
+    for path in kind.writes:
+        try:
+            parse_path(path)
+        except ValueError as exc:
+            raise TypeError(f"target kind {name!r}: writes: {exc}") from None
 
 
 #: name -> target kind, in registration order (the order the attacks stage runs them)

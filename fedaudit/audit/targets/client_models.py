@@ -22,11 +22,11 @@ import numpy as np
 from attacks.reference import ReferenceSignals
 from attacks.sequences import as_outcomes
 from attacks.registry import server_view, trains_references
-from fedaudit.audit.sets import result_metrics
+from fedaudit.audit.products import ClientView, ServerView
 from fedaudit.audit.targets.base import (Target, TargetKind, register_target, selected_rounds,
                                          single_model_methods)
 from fedaudit.defenses import get_defense
-from fedaudit.metrics import membership_metrics
+from fedaudit.metrics import MembershipMetrics
 from fedaudit.rundir import load_checkpoint
 from fedaudit.rundir.client_models import client_model_rounds
 from fedaudit.rundir.layout import client_model_path
@@ -67,6 +67,7 @@ class ClientModels(TargetKind):
     name = "clients"
     describe = "each client's model as the server received it (the curious server)"
     position = "curious server"
+    writes = ("server_view",)
 
     def probes(self, scenario):
         """The clients' models as the server received them."""
@@ -113,39 +114,41 @@ class ClientModels(TargetKind):
         return out
 
     def record(self, ctx, results):
-        """results.json ``server_view``; the rows client by client."""
+        """The :class:`~fedaudit.audit.products.ServerView` (``ctx.server_view``,
+        results.json ``server_view``); the rows client by client."""
         cfg = ctx.scenario.attack
         n = len(ctx.sets)
-        per_client = [{"client": c, "rounds": {}} for c in range(n)]
+        rounds: list[dict[int, dict]] = [{} for _ in range(n)]
         last: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
         combined: list[list[np.ndarray]] = [[] for _ in range(n)]
         for res in results:
             c = res.target.client
-            per_client[c]["rounds"][str(res.target.round)] = res.metrics()
-            for m, v in res.raw.items():
-                last[c][m] = v["scores"]
+            rounds[c][res.target.round] = {m: o.metrics for m, o in res.outcomes.items()}
+            for m, o in res.outcomes.items():
+                last[c][m] = o.scores
                 if server_view(m):
-                    combined[c].append(v["scores"])
+                    combined[c].append(o.scores)
         server = [m for m in cfg.methods if server_view(m)]
         pooled: dict[str, tuple[list, list]] = {}
+        clients = []
         for c, s in enumerate(ctx.sets):
+            mean = None
             if len(combined[c]) > 1:
                 mean = np.mean(combined[c], axis=0)
-                per_client[c]["fedmia_combined"] = result_metrics(membership_metrics(mean, s.member))
                 last[c].update({m: mean for m in server})
+            clients.append(ClientView(c, rounds[c], None if mean is None
+                                      else MembershipMetrics.of(mean, s.member)))
             for m, sc in last[c].items():
                 pooled.setdefault(m, ([], []))
                 pooled[m][0].append(sc)
                 pooled[m][1].append(s.member)
-        ctx.results["server_view"] = {
-            "rounds": cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
-            "model_seen": get_defense(ctx.scenario.defense.kind).server_sees,
-            "clients": per_client,
-            "pooled": {m: result_metrics(membership_metrics(np.concatenate(sc),
-                                                            np.concatenate(mm)))
-                       for m, (sc, mm) in pooled.items()},
-            "notes": ctx.notes.get(self.name, []),
-        }
+        ctx.server_view = ServerView(
+            cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
+            get_defense(ctx.scenario.defense.kind).server_sees, tuple(clients),
+            {m: MembershipMetrics.of(np.concatenate(sc), np.concatenate(mm))
+             for m, (sc, mm) in pooled.items()},
+            tuple(ctx.notes.get(self.name, [])))
+        ctx.results["server_view"] = ctx.server_view.as_dict()
         order = sorted(range(len(results)), key=lambda i: results[i].target.client)
         return [row for i in order for row in results[i].rows]
 

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+from attacks.registry import (ATTACKS, ReferenceNeeds, needs_references, reference_needs,
+                              reference_summary)
 from fedaudit.audit.targets.base import Target, TargetKind, needs_model_method, register_target
 
 
-def reference_signals(ctx, quantizer: str | None = None):
+def reference_signals(ctx, methods: tuple[str, ...], quantizer: str | None = None):
     """The reference attacks' signals for a released model (None without references):
-    each reference quantized like the release when ``quantizer`` is given."""
+    each reference quantized like the release when ``quantizer`` is given, with what each
+    reference attack of ``methods`` says it needs (:func:`attacks.registry.reference_needs`:
+    LiRA's augmented views, offline RMIA's tuning samples)."""
     if ctx.references is None:
         return None
     from fedaudit.audit.references import reference_signals as signals
 
-    opts = ctx.attack_options
-    methods = ctx.scenario.attack.methods
-    augment = opts.get("lira", {}).get("augment", "none") if "lira" in methods else "none"
-    tune = "rmia" in methods and opts.get("rmia", {}).get("a", "auto") == "auto"
+    needs = ReferenceNeeds.union(reference_needs(m, ctx.attack_options.get(m, {}))
+                                 for m in methods if needs_references(m))
     return lambda ids: signals(ctx.references, ctx.data, ids, ctx.model(), ctx.device,
-                               ctx.scenario.attack.batch_size, quantizer, augment=augment,
-                               tune=tune)
+                               ctx.scenario.attack.batch_size, quantizer, needs=needs)
 
 
 class ReleasedModel(TargetKind):
@@ -36,23 +37,34 @@ class GlobalModel(ReleasedModel):
     name = "global"
     describe = "the final global model (the outsider)"
 
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """``attacks``, each client's ``attacks`` and ``attack_set``, and in ``references``
+        what the reference attacks report of themselves (``reference_summary``: RMIA's
+        ``rmia_a``, ``rmia_a_tuned``)."""
+        return ("attacks", "clients[].attacks", "clients[].attack_set",
+                *(f"references.{m}_{k}" for m in ATTACKS for k in reference_summary(m)))
+
     def targets(self, ctx):
-        return [Target("global", self.name, lambda: ctx.trajectory.final,
-                       self.methods(ctx.scenario), references=reference_signals(ctx))]
+        methods = self.methods(ctx.scenario)
+        return [Target("global", self.name, lambda: ctx.trajectory.final, methods,
+                       references=reference_signals(ctx, methods))]
 
     def record(self, ctx, results):
-        """results.json ``attacks`` (pooled) and each client's ``attacks`` and
-        ``attack_set``."""
+        """results.json ``attacks`` (pooled), each client's ``attacks`` and
+        ``attack_set``; in ``references`` the values the reference attacks report of
+        themselves on this model (RMIA's ``a``: ``rmia_a``, ``rmia_a_tuned``)."""
         (res,) = results
-        ctx.results["attacks"] = res.pooled
-        rmia = res.pooled.get("rmia", {})
-        if "a" in rmia and "references" in ctx.results:  # the a RMIA used on this model
-            ctx.results["references"]["rmia_a"] = rmia["a"]
-            ctx.results["references"]["rmia_a_tuned"] = rmia["a_tuned"]
+        ctx.results["attacks"] = res.entries()
+        if ctx.references is not None:
+            for m, outcome in res.outcomes.items():
+                for k in reference_summary(m):
+                    if k in outcome.info:
+                        ctx.results["references"][f"{m}_{k}"] = outcome.info[k]
         for c, client in enumerate(ctx.results["clients"]):
             s = ctx.sets[c]
-            client["attacks"] = res.clients[c]
+            client["attacks"] = res.client_metrics(c)
             client["attack_set"] = {"members": int(len(s.members)),
                                     "nonmembers": int(len(s.nonmembers)),
                                     "label_mismatched_nonmembers": int(s.mismatched)}
-        return res.rows
+        return list(res.rows)

@@ -1,5 +1,6 @@
 """``quantized``: every quantized release of the global model (the quantization stage's
-releases), so a quantizer reads as a defense next to the others."""
+releases, :class:`fedaudit.audit.products.QuantizedRelease`), so a quantizer reads as a
+defense next to the others."""
 
 from __future__ import annotations
 
@@ -13,36 +14,45 @@ from fedaudit.audit.targets.global_model import ReleasedModel, reference_signals
 class QuantizedReleases(ReleasedModel):
     name = "quantized"
     describe = "each quantized release of the final model"
+    writes = ("quantization[].attacks", "quantization[].client_auc", "rqn_vs_attack")
 
     def targets(self, ctx):
-        return [Target(f"quantized:{name}", self.name, lambda state=state: state,
-                       self.methods(ctx.scenario), references=reference_signals(ctx, name))
-                for name, state in ctx.releases.items()]
+        methods = self.methods(ctx.scenario)
+        return [Target(f"quantized:{name}", self.name, lambda state=release.state: state,
+                       methods, references=reference_signals(ctx, methods, name))
+                for name, release in ctx.releases.items()]
 
     def record(self, ctx, results):
-        """Each ``quantization[]`` entry's ``attacks`` and ``client_auc``; ``rqn_vs_attack``."""
+        """Each ``quantization[]`` entry's ``attacks`` and ``client_auc``; ``rqn_vs_attack``
+        (from the releases' r_Qn and the attacks' AUCs)."""
         by_name = {r.target.name: r for r in results}
-        entries = ctx.results.get("quantization", [])
-        for entry in entries:
-            res = by_name.get(f"quantized:{entry['quantizer']}")
+        attacked = []  # (r_Qn, the release's results) of the attacked releases
+        # the quantization stage wrote one entry per release, in the releases' order
+        for entry, (name, release) in zip(ctx.results.get("quantization", []),
+                                          ctx.releases.items()):
+            res = by_name.get(f"quantized:{name}")
             if res is not None:
-                entry["attacks"] = res.pooled
-                entry["client_auc"] = {m: [c[m]["auc"] for c in res.clients]
-                                       for m in res.pooled}
-        if entries and any(e["attacks"] for e in entries):
-            ctx.results["rqn_vs_attack"] = rqn_vs_attack(entries)
+                entry["attacks"] = res.entries()
+                entry["client_auc"] = {m: [c.auc for c in per]
+                                       for m, per in res.per_client.items()}
+                attacked.append((release.rqn.median, res))
+        if any(res.outcomes for _, res in attacked):
+            ctx.results["rqn_vs_attack"] = rqn_vs_attack(
+                [(rqn, {m: o.metrics.auc for m, o in res.outcomes.items() if o.metrics})
+                 for rqn, res in attacked])
         return [row for r in results for row in r.rows]
 
 
-def rqn_vs_attack(entries: list[dict]) -> dict[str, dict]:
-    """Spearman correlation between r_Qn and each attack's AUC across quantizers.
-    The paper's claim: higher r -> lower attack success, i.e. a negative correlation."""
+def rqn_vs_attack(releases: list[tuple[float, dict[str, float]]]) -> dict[str, dict]:
+    """Spearman correlation between r_Qn and each attack's AUC across quantizers
+    (``releases``: each attacked release's r_Qn and its AUC per method).  The paper's
+    claim: higher r -> lower attack success, i.e. a negative correlation."""
     from scipy.stats import spearmanr
 
     out = {}
-    methods = sorted({m for e in entries for m in e["attacks"]})
+    methods = sorted({m for _, aucs in releases for m in aucs})
     for m in methods:
-        pairs = [(e["rqn"], e["attacks"][m]["auc"]) for e in entries if m in e["attacks"]]
+        pairs = [(rqn, aucs[m]) for rqn, aucs in releases if m in aucs]
         r = [p[0] for p in pairs]
         a = [p[1] for p in pairs]
         if len(pairs) < 3 or len(set(r)) < 2 or len(set(a)) < 2:

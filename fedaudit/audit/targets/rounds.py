@@ -14,6 +14,7 @@ class RoundModels(TargetKind):
     name = "rounds"
     describe = "the global model after each round (an insider)"
     position = "insider"
+    writes = ("round_attacks",)
 
     def check(self, scenario):
         return needs_model_method(self, scenario)
