@@ -1,23 +1,23 @@
-"""Black-box membership-inference attacks against fedaudit models.
+"""Attacks on federated learning, one package per family -- each family asks its own
+question of what an attacker holds, with its own signature and its own registry:
 
-* :class:`Oracle` (``attacks.oracle``): query access to a model, probabilities only.
-* ``attacks.resmia``: Res-MIA, the resolution-erosion attack (docs/algorithms.md section 3);
-  ``attacks.erosion``: its pooled sizes and eroded images.
-* ``attacks.baselines``: loss, confidence, entropy, modified-entropy scores (3.4).
-* ``attacks.registry``: ``ATTACKS`` name -> ``fn(oracle, x, y, **options)``.
-* ``attacks.membership``: member / class-matched non-member sampling, ``evaluate_attacks``.
+* :mod:`attacks.membership` -- membership inference: an oracle (a model's output
+  probabilities) and samples in, one score per sample out (``attack.methods``).
 
-Importing the package imports every public module in it, so an attack registers itself
-with its ``@register_attack`` decorator: a new attack is one file and one decorator line.
+A new family is a package here with its registry and its attacks, plus the audit stage
+that runs them on what its attacker position holds (``fedaudit/audit/stages/``), reading
+typed inputs -- the released models from the audit context, or what a server-side probe
+recorded each round (:mod:`fedaudit.probes`) -- docs/architecture.md section 5.
+
+The membership family's registry and decorator stay importable from here
+(``attacks.register_attack``, ``attacks.ATTACKS``, ``attacks.Oracle``).
 """
 
 from __future__ import annotations
 
-from attacks.oracle import Oracle
-from attacks.registry import ATTACKS, attack_names, get_attack, register_attack
+from attacks.membership import ATTACKS, Oracle, attack_names, get_attack, register_attack
 from fedaudit.registry import import_submodules
 
 __all__ = ["ATTACKS", "Oracle", "attack_names", "get_attack", "register_attack"]
 
 import_submodules(__name__, __path__)
-ATTACKS.mark_builtin()

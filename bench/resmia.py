@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from attacks import Oracle  # noqa: E402
-from attacks.resmia import default_sizes, resmia_scores  # noqa: E402
+from attacks.membership.resmia import default_sizes, resmia_scores  # noqa: E402
 from bench.gnq import _interleaved_medians  # noqa: E402
 from fedaudit.models import build_model  # noqa: E402
 

@@ -23,7 +23,7 @@ import numpy as np
 
 
 def measure(root: Path, n_random: int = 500) -> dict:
-    from attacks.baselines import loss_scores
+    from attacks.membership.baselines import loss_scores
     from fedaudit.labs.challenge import load_challenge, read_key, write_submission
     from fedaudit.labs.challenge import grade
     from fedaudit.metrics import membership_metrics

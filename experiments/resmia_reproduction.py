@@ -40,13 +40,13 @@ if str(ROOT) not in sys.path:
 
 import fedaudit  # noqa: E402
 from attacks import Oracle, get_attack  # noqa: E402
-from attacks.resmia import resmia_scores  # noqa: E402
+from attacks.membership.resmia import resmia_scores  # noqa: E402
 from fedaudit.audit.sets import attack_sets, client_audit_set, pooled_audit_set  # noqa: E402
 from fedaudit.config import from_toml  # noqa: E402
 from fedaudit.data import build_federated_data  # noqa: E402
 from fedaudit.metrics import membership_metrics  # noqa: E402
 from fedaudit.models import build_model, model_for  # noqa: E402
-from fedaudit.audit.references import attack_split  # noqa: E402
+from fedaudit.audit.reference_models import attack_split  # noqa: E402
 from fedaudit.rundir import checkpoint_path, load_checkpoint  # noqa: E402
 
 SCENARIO = "resmia-paper-cpu"

@@ -24,7 +24,7 @@ baseline from 15 runs against the baseline from all runs.
 
 Settings: ``synthetic`` (a 4-class Gaussian mixture in 20 dimensions, a 20-32-4 MLP trained
 centrally on 100 members, 2,000 fresh test samples), ``digits`` (the quantization-sweep
-federation, shortened, in process: :func:`fedaudit.simulation.references.train_references`, the clients'
+federation, shortened, in process: :func:`fedaudit.simulation.reference_federations.train_references`, the clients'
 own training code), ``mnist`` (``../shared/data/mnist.npz`` when present: 3,000 samples, 5
 clients, the MLP). ``--quick`` runs fewer runs of synthetic and digits only.
 """
@@ -49,14 +49,15 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 import fedaudit
-from attacks.reference import lira_scores, logit_confidence
+from attacks.membership.lira import lira_scores
+from attacks.membership.reference_signals import logit_confidence
 from fedaudit.data import build_federated_data
 from fedaudit.metrics import membership_metrics
 from fedaudit.models import model_for
 from fedaudit.quant import quantize, quantize_trajectory, rqn_over_runs
 from fedaudit.quant.mis import membership_features, mis_baseline
-from fedaudit.audit.references import reference_job
-from fedaudit.simulation.references import LocalRunner, train_references
+from fedaudit.audit.reference_models import reference_job
+from fedaudit.simulation.reference_federations import LocalRunner, train_references
 
 QUANTIZERS = ["fp32", "int8", "int4", "int2", "ternary", "ternary-sparse50", "ternary-sparse90",
               "binary"]

@@ -3,7 +3,7 @@ import tempfile
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-# reference models (fedaudit.audit.references) are cached under $FEDAUDIT_CACHE: the suite
+# reference models (fedaudit.audit.reference_models) are cached under $FEDAUDIT_CACHE: the suite
 # (and the runs it starts in subprocesses) never writes to the user's cache
 os.environ["FEDAUDIT_CACHE"] = tempfile.mkdtemp(prefix="fedaudit-test-cache-")
 

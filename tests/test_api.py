@@ -9,7 +9,7 @@ from attacks import register_attack
 from fedaudit.config import ScenarioError, schema
 from fedaudit.data import DATASETS, Dataset, register_dataset
 from fedaudit.quant import QUANTIZERS, register_quantizer
-from attacks.registry import ATTACKS
+from attacks.membership.registry import ATTACKS
 from fedaudit.options import option
 
 

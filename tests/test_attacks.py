@@ -13,21 +13,15 @@ import torch
 from torch import nn
 
 from attacks import ATTACKS, Oracle, get_attack, register_attack
-from attacks.baselines import (
+from attacks.membership.baselines import (
     confidence_scores,
     entropy_scores,
     loss_scores,
     mentropy_scores,
 )
-from attacks.membership import (
-    AttackOutcome,
-    NonmemberSample,
-    evaluate_attacks,
-    sample_members,
-    sample_nonmembers,
-)
-from attacks.registry import AttackScores
-from attacks.resmia import default_sizes, erode, resmia_scores
+from attacks.membership import (AttackOutcome, NonmemberSample, evaluate_attacks, sample_members, sample_nonmembers)
+from attacks.membership.registry import AttackScores
+from attacks.membership.resmia import default_sizes, erode, resmia_scores
 from fedaudit.metrics import MembershipMetrics, membership_metrics
 
 BUILTIN = ("resmia", "loss", "confidence", "entropy", "mentropy")

@@ -10,7 +10,7 @@ import torch
 
 from attacks.membership import evaluate_attacks
 from conftest import FixedOracle
-from attacks.reference import ReferenceSignals
+from attacks.membership.reference_signals import ReferenceSignals
 from fedaudit.audit.stages.positions import attack_positions
 from fedaudit.audit.targets.base import selected_rounds as _selected
 from fedaudit.config import load_scenario
@@ -119,7 +119,7 @@ def test_attack_positions_pick_each_positions_best_method():
 def test_fedmia_only_for_the_server_view():
     from fedaudit.config import load_scenario
     from fedaudit.audit.targets.base import model_methods
-    from fedaudit.audit.references import uses_references
+    from fedaudit.audit.reference_models import uses_references
 
     s = load_scenario("quickstart", ["attack.methods=['loss','fedmia']",
                                      "attack.targets=['global','clients']"])

@@ -1,5 +1,5 @@
-"""LiRA and RMIA (attacks/reference.py) against hand-computed cases, and the auditor's
-reference models (fedaudit/audit/references.py): split, plan, cache."""
+"""LiRA and RMIA (attacks/membership/lira.py, rmia.py, rmia_tuning.py) against hand-computed cases, and the auditor's
+reference models (fedaudit/audit/reference_models.py): split, plan, cache."""
 
 import math
 import os
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.reference import (MIN_STD, ReferenceSignals, lira_scores, logit_confidence,
-                               rmia_scores)
+from attacks.membership.reference_signals import MIN_STD, ReferenceSignals, logit_confidence
+from attacks.membership.lira import lira_scores
+from attacks.membership.rmia import rmia_scores
 from conftest import FixedOracle
 from fedaudit.config import load_scenario
 
@@ -173,8 +174,8 @@ def _scenario(*sets):
 
 def test_cache_hit_trains_nothing_and_a_changed_recipe_retrains(tmp_path, monkeypatch):
     from fedaudit.data import build_federated_data
-    from fedaudit.audit.references import attack_split, load_or_train
-    from fedaudit.simulation.references import reference_trainer
+    from fedaudit.audit.reference_models import attack_split, load_or_train
+    from fedaudit.simulation.reference_federations import reference_trainer
 
     monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path / "cache"))
 
@@ -199,8 +200,8 @@ def test_cache_hit_trains_nothing_and_a_changed_recipe_retrains(tmp_path, monkey
 
 def _train(s, d, ids, seed):
     """One reference federation on ``ids`` through the Flower stack, in this process."""
-    from fedaudit.audit.references import reference_job
-    from fedaudit.simulation.references import reference_trainer
+    from fedaudit.audit.reference_models import reference_job
+    from fedaudit.simulation.reference_federations import reference_trainer
 
     ((_, state),) = reference_trainer(s, d)([reference_job(s, d, 0, ids, seed)])
     return state
@@ -303,7 +304,7 @@ def test_reference_signals_align_any_subset_of_the_planned_audit_ids():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from fedaudit.audit.references import (AttackSplit, ReferencePlan, References,
+    from fedaudit.audit.reference_models import (AttackSplit, ReferencePlan, References,
                                            ReferenceSizes, reference_signals)
 
     x = torch.arange(12, dtype=torch.float32).reshape(12, 1)

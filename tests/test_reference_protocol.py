@@ -11,9 +11,9 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from attacks.augment import augmented_views
-from attacks.reference import lira_scores, lira_scores_augmented
-from attacks.rmia_tuning import A_GRID, tune_offline_a
+from attacks.membership.augment import augmented_views
+from attacks.membership.lira import lira_scores, lira_scores_augmented
+from attacks.membership.rmia_tuning import A_GRID, tune_offline_a
 from fedaudit.config import load_scenario
 
 # float64 throughout: a few ulps of the values compared (|values| <= ~10)
@@ -133,7 +133,7 @@ def _scenario(*sets):
 
 
 def _plan(s):
-    from fedaudit.audit.references import attack_split, plan_references, target_train_size
+    from fedaudit.audit.reference_models import attack_split, plan_references, target_train_size
     from fedaudit.audit.sets import PooledAuditSet, attack_sets
     from fedaudit.data import build_federated_data
 

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from attacks import Oracle, get_attack
-from attacks.registry import attack_options as declared_options
-from attacks.resmia import (
+from attacks.membership.registry import attack_options as declared_options
+from attacks.membership.resmia import (
     ErosionSchedule,
     default_sizes,
     erode,

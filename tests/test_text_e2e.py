@@ -107,7 +107,7 @@ def test_text_scenario_runs_end_to_end(tmp_path):
 def test_reference_attacks_on_text_end_to_end(tmp_path):
     """LiRA and RMIA with reference federations trained like the target (whole speeches
     per client), FedMIA on the clients' models: each sequence scored by its geometric-mean
-    target probability (attacks.sequences)."""
+    target probability (attacks.membership.sequences)."""
     play = write_play(tmp_path / "play.txt")
     _, run = run_cli("shakespeare-small", tmp_path,
                      [f"data.path={play}", *TINY[1:], "federation.num_clients=4",

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attacks.baselines import loss_attack, loss_scores, mentropy_scores
+from attacks.membership.baselines import loss_attack, loss_scores, mentropy_scores
 from attacks.membership import evaluate_attacks
-from attacks.oracle import Oracle
-from attacks.zlib import decode, zlib_attack, zlib_entropy, zlib_scores
+from attacks.membership.oracle import Oracle
+from attacks.membership.zlib import decode, zlib_attack, zlib_entropy, zlib_scores
 from fedaudit.config import ScenarioError, validate
 from fedaudit.gnq import per_sample_gradients
 from fedaudit.models import build_text_model
@@ -255,8 +255,9 @@ def test_lira_augmented_queries_are_refused_for_text(tmp_path):
 
 
 def test_a_sequence_as_two_outcomes_by_hand():
-    from attacks.reference import ReferenceSignals, lira_attack, lira_scores, logit_confidence
-    from attacks.sequences import as_outcomes
+    from attacks.membership.reference_signals import ReferenceSignals, logit_confidence
+    from attacks.membership.lira import lira_attack, lira_scores
+    from attacks.membership.sequences import as_outcomes
 
     p = np.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]],
                   [[0.2, 0.2, 0.6], [0.3, 0.3, 0.4]]])  # 2 sequences of 2 tokens

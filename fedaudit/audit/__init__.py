@@ -14,7 +14,7 @@
   declared curves, GNQ-attack link, attacker positions, scores.npz);
 - :mod:`~fedaudit.audit.writes`: the results.json paths a stage declares it writes, and
   the check that it wrote no other;
-- :mod:`~fedaudit.audit.sets`, :mod:`~fedaudit.audit.references`,
+- :mod:`~fedaudit.audit.sets`, :mod:`~fedaudit.audit.reference_models`,
   :mod:`~fedaudit.audit.results`: the audit sets, the reference federations, results.json
   up to the stages.
 
@@ -31,7 +31,7 @@ import torch
 from fedaudit.audit.attack_loop import attack
 from fedaudit.audit.context import AuditContext, Trajectory
 from fedaudit.audit.products import ScoreRows, TargetResult
-from fedaudit.audit.references import ReferenceTrainer
+from fedaudit.audit.reference_models import ReferenceTrainer
 from fedaudit.audit.stages import STAGES, Stage, register_stage, run_stages
 from fedaudit.audit.targets import TARGETS, Target, TargetKind, register_target
 from fedaudit.console.progress import NoProgress, Progress
@@ -50,7 +50,7 @@ def run_audit(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
     """Every enabled stage on a finished training run, filling ``results``; the seconds
     spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``).
     ``reference_trainer`` trains LiRA's / RMIA's reference federations (the run's:
-    :func:`fedaudit.simulation.references.reference_trainer`)."""
+    :func:`fedaudit.simulation.reference_federations.reference_trainer`)."""
     ctx = AuditContext(scenario, data, device, Path(run_dir), results, trajectory,
                        tuple(extra), progress or NoProgress(),
                        reference_trainer=reference_trainer)

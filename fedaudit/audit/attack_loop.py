@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from attacks.membership import evaluate_attacks
-from attacks.registry import ATTACKS
+from attacks.membership.registry import ATTACKS
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.products import ScoreRows, TargetResult
 from fedaudit.audit.targets.base import Target

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.oracle import Oracle
-from fedaudit.audit.references import (AttackSplit, References, ReferenceTrainer,
+from attacks.membership.oracle import Oracle
+from fedaudit.audit.reference_models import (AttackSplit, References, ReferenceTrainer,
                                        attack_split)
 from fedaudit.audit.products import QuantizedRelease, ScoreRows, ServerView, TargetResult
 from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, attack_sets

@@ -6,7 +6,7 @@
 A later stage reads these, never another stage's results.json entries: results.json is an
 output, each stage writing its own entries from its products (``as_dict`` / ``entry``
 below give their results.json form).  The reference models are
-:class:`fedaudit.audit.references.References`.
+:class:`fedaudit.audit.reference_models.References`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attacks.membership import AttackOutcome
-from attacks.registry import needs_references
+from attacks.membership.registry import needs_references
 from fedaudit.audit.targets.base import Target
 from fedaudit.metrics import MembershipMetrics
 from fedaudit.quant import RqnRuns

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from attacks.membership import sample_members, sample_nonmembers
-from attacks.registry import attack_options as declared
+from attacks.membership.registry import attack_options as declared
 from fedaudit.data import FederatedData
 from fedaudit.options import PASS_ALWAYS
 from fedaudit.scenario import Scenario
@@ -84,7 +84,7 @@ class PooledAuditSet:
 def attack_sets(scenario: Scenario, data: FederatedData,
                 nonmember_pool: np.ndarray | None = None) -> list[ClientAuditSet]:
     """Per client: member ids and class-matched non-member ids from ``nonmember_pool``
-    (default the holdout split; :func:`fedaudit.audit.references.attack_split` halves it
+    (default the holdout split; :func:`fedaudit.audit.reference_models.attack_split` halves it
     when reference attacks run)."""
     cfg = scenario.attack
     pool = data.holdout if nonmember_pool is None else nonmember_pool

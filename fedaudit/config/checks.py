@@ -5,7 +5,7 @@ asked of it (``check(scenario)``), so these functions hold only the federation's
 
 from __future__ import annotations
 
-from attacks.registry import attack_data
+from attacks.membership.registry import attack_data
 from fedaudit.config.schema import registries
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import Scenario

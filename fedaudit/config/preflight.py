@@ -43,7 +43,7 @@ def check_attack_options(scenario: Scenario, sample_shape: tuple[int, ...]) -> N
     raises ``ValueError`` for them, here before training instead of after it."""
     if not scenario.attack.enabled:
         return
-    from attacks.registry import ATTACKS
+    from attacks.membership.registry import ATTACKS
     from fedaudit.audit.sets import attack_options
 
     for method, opts in attack_options(scenario).items():

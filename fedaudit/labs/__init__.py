@@ -23,9 +23,9 @@ from fedaudit.labs.todo import LabCheckError, Todo, is_todo, require, todo
 
 __all__ = ["LabCheckError", "Todo", "is_todo", "require", "todo", "TARGET", "client_oracle", "lab_dir", "lab_run", "load_target",
            "LanguageModel", "language_model", "secrets_target", "text_path",
-           "AttackerView", "Target", "make_challenge", "load_challenge", "write_submission", "grade"]
+           "AttackerView", "make_challenge", "load_challenge", "write_submission", "grade"]
 
-_LAZY = {"TARGET": "runs", "client_oracle": "runs", "lab_dir": "runs", "lab_run": "runs", "load_target": "runs", "Target": "runs",
+_LAZY = {"TARGET": "runs", "client_oracle": "runs", "lab_dir": "runs", "lab_run": "runs", "load_target": "runs",
          "AttackerView": "runs", "LanguageModel": "runs", "language_model": "runs",
          "secrets_target": "runs", "text_path": "runs",
          "make_challenge": "challenge", "load_challenge": "challenge",

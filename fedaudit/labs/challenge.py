@@ -138,7 +138,7 @@ def make_challenge(seed: int, out: str | os.PathLike = ".", *, data: str = "mnis
     Refuses a folder that already exists (a key must never be silently replaced), and a
     seed whose LOSS baseline does not beat random submissions in AUC
     (:class:`WeakChallengeError`) unless ``allow_weak``."""
-    from attacks.baselines import loss_scores
+    from attacks.membership.baselines import loss_scores
     from fedaudit.api import run, validate
     from fedaudit.rundir import atomic_write_json, checkpoint_path
     from fedaudit.rundir.layout import RESULTS_NAME

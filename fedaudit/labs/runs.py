@@ -28,7 +28,7 @@ from fedaudit.scenario import Scenario
 from fedaudit.version import __version__
 
 __all__ = ["LAB_DIR_ENV", "SECRETS_OVERRIDES", "TARGET", "TEXT_ENV", "AttackerView",
-           "LanguageModel", "Target", "client_oracle", "lab_dir", "lab_run", "language_model",
+           "LanguageModel", "client_oracle", "lab_dir", "lab_run", "language_model",
            "load_target", "run_scenario", "scenario_file", "secrets_target", "text_path"]
 
 LAB_DIR_ENV = "FEDAUDIT_LAB_DIR"
@@ -190,9 +190,6 @@ class AttackerView:
     scenario: Scenario
     target: object = None
 
-
-#: the earlier name of :class:`AttackerView`
-Target = AttackerView
 
 
 def _context(r: Run):

@@ -1,5 +1,5 @@
 """Report section "Membership inference": the per-sample curves attacks declare
-(:class:`attacks.registry.AttackCurves`; Res-MIA's confidence decay), one figure per
+(:class:`attacks.membership.registry.AttackCurves`; Res-MIA's confidence decay), one figure per
 registered attack that declares them, drawn from results.json ``<attack>_curves`` with the
 title, guide and axes the attack gave."""
 
@@ -9,7 +9,7 @@ from functools import partial
 
 import numpy as np
 
-from attacks.registry import ATTACKS, AttackCurves, attack_curves, attack_label
+from attacks.membership.registry import ATTACKS, AttackCurves, attack_curves, attack_label
 from fedaudit.report.registry import FIGURES, Absent, FigureSpec, figure, new_figure, not_run
 from fedaudit.rundir.reading import RunData, num
 

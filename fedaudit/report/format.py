@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from attacks.registry import attack_label, attack_order
+from attacks.membership.registry import attack_label, attack_order
 from fedaudit.rundir.reading import num
 
 
@@ -102,7 +102,7 @@ def method_label(name: str) -> str:
 
 def ordered_methods(names: Any) -> list[str]:
     """Attack method names in the order the attacks declared at registration
-    (:func:`attacks.registry.attack_order`), unknown ones after, alphabetically."""
+    (:func:`attacks.membership.registry.attack_order`), unknown ones after, alphabetically."""
     names = list(dict.fromkeys(names))
     order = attack_order()
     return [m for m in order if m in names] + sorted(m for m in names if m not in order)

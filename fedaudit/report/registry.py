@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from attacks.registry import attack_order
+from attacks.membership.registry import attack_order
 from fedaudit.report.format import short
 from fedaudit.rundir.reading import RunData
 
@@ -66,7 +66,7 @@ def not_run(run: RunData, *flags: tuple[str, str], what: str) -> Absent:
 
 def method_colors(methods: list[str]) -> dict[str, Any]:
     """A fixed colour per attack method (a registered one always gets the same: its place
-    in :func:`attacks.registry.attack_order`)."""
+    in :func:`attacks.membership.registry.attack_order`)."""
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]

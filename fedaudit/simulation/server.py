@@ -23,7 +23,7 @@ from fedaudit.rundir import atomic_write_json, atomic_write_text, create_run_dir
 from fedaudit.rundir.layout import RESULTS_NAME, SCENARIO_NAME
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.simulation.recorder import RunRecorder
-from fedaudit.simulation.references import reference_trainer
+from fedaudit.simulation.reference_federations import reference_trainer
 from fedaudit.simulation.strategy_factory import make_strategy
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device

@@ -20,7 +20,7 @@ from fedaudit.training.losses import batch_loss, correct, sample_losses, summed_
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
     """Independent, reproducible stream per (training seed, round, client): the seed of a
     client's local training in that round (the Flower clients and the reference
-    federations of :mod:`fedaudit.audit.references` alike)."""
+    federations of :mod:`fedaudit.audit.reference_models` alike)."""
     return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 

@@ -111,7 +111,7 @@ check.ablations(table, target.oracle, target.x, target.member, run.results)
 # 4. `(4, 2)` and `(2,)` give the same AUC, and `(4, 2, 1)` the AUC of the single size 1:
 #    the step-count ablation is empty for the endpoint score. Which statistic of the decay
 #    curve would make the intermediate sizes matter? (fedaudit has one:
-#    `attacks.resmia.resmia_scores(..., score="mean-slope")`.)
+#    `attacks.membership.resmia.resmia_scores(..., score="mean-slope")`.)
 
 # %% [markdown] answer
 # *Possible answers.* (1) Usually not here: an 8 x 8 image has little fine detail to

@@ -1,5 +1,5 @@
 """The per-sample curves attacks declare (``register_attack(..., curves=...)``,
-:class:`attacks.registry.AttackCurves`; Res-MIA's confidence decay: the mean confidence of
+:class:`attacks.membership.registry.AttackCurves`; Res-MIA's confidence decay: the mean confidence of
 the predicted class at each erosion step), averaged over the members and over the
 non-members, pooled over clients, on the final global model: results.json
 ``<attack>_curves`` (``members``, ``nonmembers``) and the report's figure."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.registry import ATTACKS, attack_curves
+from attacks.membership.registry import ATTACKS, attack_curves
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.scenario import Scenario

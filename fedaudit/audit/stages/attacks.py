@@ -6,7 +6,7 @@ checked here) and score rows (docs/algorithms.md sections 3-5, 9)."""
 
 from __future__ import annotations
 
-from attacks.registry import server_view
+from attacks.membership.registry import server_view
 from fedaudit.audit.attack_loop import AttackTracker, attack
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage

@@ -7,7 +7,7 @@ Sample level (defense ``none`` / ``dp-sgd``): the canaries are mislabeled holdou
 planted by :func:`fedaudit.data.build_federated_data`; the score is the negated loss of the
 canary under its (wrong) label on the final global model -- black-box, the attack every
 release allows -- or, when the run trains reference models (``lira`` / ``rmia`` listed),
-LiRA's offline statistic (:func:`attacks.reference.lira_attack`) of the canary against
+LiRA's offline statistic (:func:`attacks.membership.lira.lira_attack`) of the canary against
 them: the canaries come out of the holdout before the reference pool is split off, so no
 reference ever trained on one and every reference is an OUT model for every canary
 (offline LiRA, also in online mode).  The choice depends on the scenario only, never on the
@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.oracle import Oracle
-from attacks.reference import ReferenceSignals, lira_attack
+from attacks.membership.oracle import Oracle
+from attacks.membership.reference_signals import ReferenceSignals
+from attacks.membership.lira import lira_attack
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.data import FederatedData

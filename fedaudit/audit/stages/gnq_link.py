@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from attacks.registry import gnq_linked
+from attacks.membership.registry import gnq_linked
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.products import ScoreRows
 from fedaudit.audit.stages.base import Stage, register_stage

@@ -19,8 +19,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import torch
 
-from attacks.reference import ReferenceSignals
-from attacks.registry import needs_references, server_view, trains_references
+from attacks.membership.reference_signals import ReferenceSignals
+from attacks.membership.registry import needs_references, server_view, trains_references
 from fedaudit.audit.writes import parse_path
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario

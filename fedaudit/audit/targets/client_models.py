@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.reference import ReferenceSignals
-from attacks.sequences import as_outcomes
-from attacks.registry import server_view, trains_references
+from attacks.membership.reference_signals import ReferenceSignals
+from attacks.membership.sequences import as_outcomes
+from attacks.membership.registry import server_view, trains_references
 from fedaudit.audit.products import ClientView, ServerView
 from fedaudit.audit.targets.base import (Target, TargetKind, register_target, selected_rounds,
                                          single_model_methods)
@@ -50,7 +50,7 @@ class _RoundOutputs:
             self._round, self._probs = round_, {}
         if client not in self._probs:
             state = load_checkpoint(client_model_path(self.ctx.run_dir, round_, client))
-            data = self.ctx.data  # text: each sequence's two outcomes (attacks.sequences)
+            data = self.ctx.data  # text: each sequence's two outcomes (attacks.membership.sequences)
             self._probs[client] = as_outcomes(self.ctx.oracle(state).predict_proba(
                 data.x[self.ids]), data.y[self.ids])[0]
         return self._probs[client][np.searchsorted(self.ids, sample_ids)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attacks.registry import (ATTACKS, ReferenceNeeds, needs_references, reference_needs,
+from attacks.membership.registry import (ATTACKS, ReferenceNeeds, needs_references, reference_needs,
                               reference_summary)
 from fedaudit.audit.targets.base import Target, TargetKind, needs_model_method, register_target
 
@@ -10,11 +10,11 @@ from fedaudit.audit.targets.base import Target, TargetKind, needs_model_method, 
 def reference_signals(ctx, methods: tuple[str, ...], quantizer: str | None = None):
     """The reference attacks' signals for a released model (None without references):
     each reference quantized like the release when ``quantizer`` is given, with what each
-    reference attack of ``methods`` says it needs (:func:`attacks.registry.reference_needs`:
+    reference attack of ``methods`` says it needs (:func:`attacks.membership.registry.reference_needs`:
     LiRA's augmented views, offline RMIA's tuning samples)."""
     if ctx.references is None:
         return None
-    from fedaudit.audit.references import reference_signals as signals
+    from fedaudit.audit.reference_models import reference_signals as signals
 
     needs = ReferenceNeeds.union(reference_needs(m, ctx.attack_options.get(m, {}))
                                  for m in methods if needs_references(m))

@@ -10,10 +10,10 @@ from fedaudit.labs.checks import (AUC_TOL, SCORE_TOL, as_array, as_number, call,
 
 def erosion(fn) -> None:
     """Task 4.1: ``fn(x, size, upsample)`` = ``upsample(adaptive_avg_pool2d(x, size))`` back
-    to the input's size (:func:`attacks.resmia.erode`)."""
+    to the input's size (:func:`attacks.membership.resmia.erode`)."""
     import torch
 
-    from attacks.resmia import erode
+    from attacks.membership.resmia import erode
 
     task = "4.1"
     x = torch.arange(2 * 1 * 4 * 4, dtype=torch.float32).reshape(2, 1, 4, 4) / 31.0
@@ -28,13 +28,13 @@ def erosion(fn) -> None:
                     "average-pool to size x size (F.adaptive_avg_pool2d), then "
                     "F.interpolate back to (H, W) with the given mode"
                     + (" and align_corners=False" if mode == "bilinear" else ""))
-    ok(task, "the erosion matches attacks.resmia.erode (nearest and bilinear)")
+    ok(task, "the erosion matches attacks.membership.resmia.erode (nearest and bilinear)")
 
 
 def score(fn, oracle, x: np.ndarray) -> None:
     """Task 4.2: ``fn(oracle, x, sizes)`` is Res-MIA's endpoint score
     ``(c_0 - c_K) / K`` with ``c_k`` the probability of ``argmax f(x_0)`` on ``x_k``."""
-    from attacks.resmia import resmia_scores
+    from attacks.membership.resmia import resmia_scores
 
     task = "4.2"
     sizes = [4, 2, 1]
@@ -50,12 +50,12 @@ def score(fn, oracle, x: np.ndarray) -> None:
     same_values(task, got, want, "resmia_score", SCORE_TOL,
                 "c_k is the probability of the class predicted on the ORIGINAL image "
                 "(argmax at x_0), evaluated on each eroded copy x_k")
-    ok(task, f"Res-MIA scores of {len(x)} samples match attacks.resmia.resmia_scores")
+    ok(task, f"Res-MIA scores of {len(x)} samples match attacks.membership.resmia.resmia_scores")
 
 
 def ablations(table: dict, oracle, x: np.ndarray, member: np.ndarray, results: dict) -> None:
     """Task 4.3: ``table[(sizes, upsample)] = AUC`` for every combination asked for."""
-    from attacks.resmia import resmia_scores
+    from attacks.membership.resmia import resmia_scores
     from fedaudit.metrics import membership_metrics
 
     task = "4.3"

@@ -1,11 +1,11 @@
-"""The reference models of LiRA and RMIA (:mod:`fedaudit.audit.references`: the split,
+"""The reference models of LiRA and RMIA (:mod:`fedaudit.audit.reference_models`: the split,
 the reference federations, the cache), trained or loaded before the attacks that use
 them; results.json ``references``."""
 
 from __future__ import annotations
 
 from fedaudit.audit.context import AuditContext
-from fedaudit.audit.references import attack_split, load_or_train, plan_references
+from fedaudit.audit.reference_models import attack_split, load_or_train, plan_references
 from fedaudit.audit.sets import PooledAuditSet, attack_sets
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.audit.targets.base import uses_references
@@ -40,7 +40,7 @@ class References(Stage):
     def run(self, ctx: AuditContext) -> None:
         if ctx.reference_trainer is None:
             raise RuntimeError("the references stage needs AuditContext.reference_trainer "
-                               "(fedaudit.simulation.references.reference_trainer)")
+                               "(fedaudit.simulation.reference_federations.reference_trainer)")
         ctx.progress.phase("reference models")
         ctx.references = load_or_train(
             ctx.scenario, ctx.data, ctx.split, ctx.pooled.ids, ctx.reference_trainer,

@@ -1,4 +1,4 @@
-"""Resolution erosion for Res-MIA (:mod:`attacks.resmia`): the pooled sizes and the images.
+"""Resolution erosion for Res-MIA (:mod:`attacks.membership.resmia`): the pooled sizes and the images.
 
 docs/algorithms.md section 3. Erosion step ``k`` (``k = 1..K``)::
 

@@ -1,4 +1,4 @@
-"""The auditor's reference models for LiRA and RMIA (:mod:`attacks.reference`), trained
+"""The auditor's reference models for LiRA and RMIA (:mod:`attacks.membership.lira`, :mod:`attacks.membership.rmia`), trained
 like the target (docs/algorithms.md section 8).
 
 **Data split** (:func:`attack_split`, :func:`plan_references`).  When a reference-model
@@ -22,7 +22,7 @@ training (``fedaudit validate`` too) with the sizes and the keys to change, unle
 ``attack.reference.allow_smaller``; results.json ``references`` has the sizes.
 
 **Reference federations** are trained by a :data:`ReferenceTrainer`: the run's is
-:func:`fedaudit.simulation.references.reference_trainer` -- the target's Flower strategy
+:func:`fedaudit.simulation.reference_federations.reference_trainer` -- the target's Flower strategy
 stack (DP wrappers included) and ClientApp, on the run's Ray actors or in this process.
 
 **Cache**.  Each reference is stored under a hash of everything that changes it (the
@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.augment import augmented_views
-from attacks.oracle import Oracle
-from attacks.reference import ReferenceSignals, TuningSignals
-from attacks.registry import ReferenceNeeds
-from attacks.sequences import as_outcomes
+from attacks.membership.augment import augmented_views
+from attacks.membership.oracle import Oracle
+from attacks.membership.reference_signals import ReferenceSignals, TuningSignals
+from attacks.membership.registry import ReferenceNeeds
+from attacks.membership.sequences import as_outcomes
 from fedaudit.audit.targets.base import uses_references
 from fedaudit.data import FederatedData, partition_data
 from fedaudit.errors import ScenarioError
@@ -212,7 +212,7 @@ def reference_job(scenario: Scenario, data: FederatedData, index: int, ids: np.n
 
 #: trains reference federations: jobs in, (job, final state) out as each finishes, and
 #: ``round_done(round, rounds)`` called after each round of the batch
-#: (:func:`fedaudit.simulation.references.reference_trainer` gives the Flower one)
+#: (:func:`fedaudit.simulation.reference_federations.reference_trainer` gives the Flower one)
 ReferenceTrainer = Callable[[Sequence[ReferenceJob], Callable[[int, int], None] | None],
                             Iterator[tuple[ReferenceJob, dict]]]
 
@@ -224,7 +224,7 @@ def _cache_key(scenario: Scenario, ids: np.ndarray, seed: int) -> str:
         recipe["audit.dp"] = sec["audit.dp"]
     recipe["train"] = {k: v for k, v in sec["train"].items() if k != "device"}
     recipe["scenario_seed"] = scenario.seed
-    # 2: trained through the Flower strategy stack (fedaudit.simulation.references)
+    # 2: trained through the Flower strategy stack (fedaudit.simulation.reference_federations)
     recipe["reference_training"] = 2
     recipe["fedaudit"] = __version__
     recipe["torch"] = torch.__version__
@@ -366,9 +366,9 @@ def reference_signals(refs: References, data: FederatedData, audit_ids: np.ndarr
     each reference quantized with ``quantizer`` first when the target is a quantized
     release; what the attacks ``needs`` beyond that: with ``augment`` also on the
     augmented views of the audit samples (LiRA's augmented queries), with ``tuning``
-    (offline RMIA, ``a = "auto"``) on the tuning samples of :func:`tuning_ids`.  Probabilities come through :class:`attacks.oracle.Oracle`, the
+    (offline RMIA, ``a = "auto"``) on the tuning samples of :func:`tuning_ids`.  Probabilities come through :class:`attacks.membership.oracle.Oracle`, the
     same path as the target's; on text reduced to each sequence's two outcomes as they
-    arrive (:func:`attacks.sequences.as_outcomes`: (R, N, 2), not (R, N, L, V))."""
+    arrive (:func:`attacks.membership.sequences.as_outcomes`: (R, N, 2), not (R, N, L, V))."""
     pos = np.searchsorted(refs.plan.audit_ids, audit_ids)
     ok = pos < len(refs.plan.audit_ids)
     if not (np.all(ok) and np.array_equal(refs.plan.audit_ids[pos], audit_ids)):

@@ -1,13 +1,13 @@
 """Registry of membership-inference attacks: name -> scoring function.
 
 Every attack has the signature ``fn(oracle, x, y, **options) -> np.ndarray``: it may only
-query ``oracle`` (an :class:`attacks.oracle.Oracle`), and returns one score per sample of
+query ``oracle`` (an :class:`attacks.membership.oracle.Oracle`), and returns one score per sample of
 ``x``, oriented so that higher means "more likely a member". ``y`` holds the true labels
 (attacks that do not need them, such as Res-MIA, ignore them).
 
 Adding an attack is one file in ``attacks/`` with one decorator line::
 
-    from attacks.registry import register_attack
+    from attacks.membership.registry import register_attack
 
     @register_attack("my-attack")
     def my_attack(oracle, x, y, *, some_option=1.0):
@@ -55,9 +55,9 @@ class AttackScores:
 @dataclass(frozen=True)
 class ReferenceNeeds:
     """What a reference attack needs of the reference signals
-    (:class:`attacks.reference.ReferenceSignals`) beyond the references' outputs on the
+    (:class:`attacks.membership.reference_signals.ReferenceSignals`) beyond the references' outputs on the
     audit samples and the population: the references' outputs on the ``augment`` views of
-    the audit samples (LiRA's augmented queries, :func:`attacks.augment.augmented_views`)
+    the audit samples (LiRA's augmented queries, :func:`attacks.membership.augment.augmented_views`)
     and, with ``tuning``, on the samples offline RMIA tunes its ``a`` on.  The run asks
     every listed reference attack (``reference_needs=`` at registration) and computes the
     union once per target (:meth:`union`)."""
@@ -112,7 +112,7 @@ def _check(name: str, fn: Any, meta: dict) -> None:
                         "(see fedaudit.options.option)")
     curves = meta.get("curves")
     if curves is not None and not isinstance(curves, AttackCurves):
-        raise TypeError(f"attack {name!r}: curves must be an attacks.registry.AttackCurves")
+        raise TypeError(f"attack {name!r}: curves must be an attacks.membership.registry.AttackCurves")
     needs = meta.get("reference_needs")
     if needs is not None and not meta.get("references"):
         raise TypeError(f"attack {name!r}: reference_needs needs references=True")
@@ -142,8 +142,8 @@ def register_attack(name: str, *, label: str | None = None,
     ``[attack.<name>]`` with these types, defaults and checks, and are passed to ``fn``.
     ``cost(sample_shape, **options)`` estimates oracle queries per sample (progress ETA;
     default 1).  ``references=True``: the attack also gets ``references=`` a
-    :class:`attacks.reference.ReferenceSignals` (reference models' outputs; the run
-    trains them, :mod:`fedaudit.audit.references`).  ``server_view=True``: the attack scores a
+    :class:`attacks.membership.reference_signals.ReferenceSignals` (reference models' outputs; the run
+    trains them, :mod:`fedaudit.audit.reference_models`).  ``server_view=True``: the attack scores a
     client's model as the server received it, with the other clients' models of the round
     as its references (FedMIA); it runs on the ``clients`` target only.  ``data``: the
     kinds of data it scores, of :data:`DATA_KINDS` (default images only: an attack that

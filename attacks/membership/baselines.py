@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from attacks.oracle import Oracle
-from attacks.registry import register_attack
+from attacks.membership.oracle import Oracle
+from attacks.membership.registry import register_attack
 
 __all__ = [
     "DEFAULT_EPS",

@@ -1,5 +1,5 @@
 """A sequence as one outcome, for the attacks whose statistic is the confidence of a class
-(LiRA, RMIA, FedMIA: :mod:`attacks.reference`).
+(LiRA, RMIA, FedMIA: :mod:`attacks.membership.lira`, :mod:`~attacks.membership.rmia`, :mod:`~attacks.membership.fedmia`).
 
 For a sequence with next-token distributions p_t (t = 1..L) and targets y_t the
 per-sequence likelihood is summarised by its geometric-mean target probability

@@ -1,4 +1,4 @@
-"""The auditor's reference federations (LiRA / RMIA, :mod:`fedaudit.audit.references`)
+"""The auditor's reference federations (LiRA / RMIA, :mod:`fedaudit.audit.reference_models`)
 trained through Flower: the target's strategy stack, the target's ClientApp.
 
 Each reference federation gets its own strategy from
@@ -39,7 +39,7 @@ import torch
 from flwr.app import (ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict)
 from flwr.serverapp import Grid
 
-from fedaudit.audit.references import ReferenceJob
+from fedaudit.audit.reference_models import ReferenceJob
 from fedaudit.config import to_toml
 from fedaudit.data import FederatedData
 from fedaudit.models import model_for
@@ -233,7 +233,7 @@ def _train(scenario: Scenario, data: FederatedData, jobs: Sequence[ReferenceJob]
 
 def reference_trainer(scenario: Scenario, data: FederatedData, grid: Grid | None = None,
                       ) -> Callable[..., Iterator[tuple[ReferenceJob, State]]]:
-    """The :data:`~fedaudit.audit.references.ReferenceTrainer` of a run: through ``grid``
+    """The :data:`~fedaudit.audit.reference_models.ReferenceTrainer` of a run: through ``grid``
     when ``attack.reference.runtime`` says so (``auto``: when ``grid`` is the simulation's
     in-memory grid), else in this process."""
     runtime = scenario.attack.reference.runtime

@@ -5,7 +5,7 @@ a ``torch.nn.Module`` that returns logits and exposes only ``predict_proba`` (so
 probabilities, or one-hot labels in label-only mode) plus a query counter.  A classifier
 gives (N, classes); a model of token sequences (int64 inputs (N, L)) gives (N, L, V), the
 next-token distribution at every position (the attacks score the target's probability
-along the last axis, :mod:`attacks.baselines`). The model is
+along the last axis, :mod:`attacks.membership.baselines`). The model is
 kept in a closure rather than an attribute, so ``parameters``, ``state_dict``,
 ``named_parameters`` and gradients are not reachable through the oracle's public
 attributes. (Python cannot truly hide an object: a determined caller can dig through

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from attacks.registry import (ATTACKS, AttackScores, get_attack, needs_references,
+from attacks.membership.registry import (ATTACKS, AttackScores, get_attack, needs_references,
                               needs_vocabulary)
 from fedaudit.metrics import MembershipMetrics
 
@@ -141,7 +141,7 @@ class AttackOutcome:
     seconds_per_sample : its wall time, divided by N.
     metrics : :class:`fedaudit.metrics.MembershipMetrics` of ``scores`` against the
         membership mask; None when the mask holds a single class.
-    info : what the attack reported beside its scores (:class:`attacks.registry.AttackScores`:
+    info : what the attack reported beside its scores (:class:`attacks.membership.registry.AttackScores`:
         RMIA's ``a``, LiRA's queries per view), read-only; empty for bare scores.
     """
 
@@ -175,17 +175,17 @@ def evaluate_attacks(
 
     Parameters
     ----------
-    oracle : the target's :class:`attacks.oracle.Oracle`.
+    oracle : the target's :class:`attacks.membership.oracle.Oracle`.
     x, y : samples ``(N, ...)`` and their true labels ``(N,)`` (members and
         non-members together, in any order); token sequences ``(N, L)`` with their
         next-token targets ``(N, L)``.
     member_mask : ``(N,)`` 0/1 or bool, 1 = member. Only used for the pooled metrics;
         attacks never see it.
-    methods : registered attack names (:data:`attacks.registry.ATTACKS`), no repeats.
+    methods : registered attack names (:data:`attacks.membership.registry.ATTACKS`), no repeats.
     options : ``{method: {option: value}}`` passed to the attack as keyword arguments;
         entries for registered attacks not in ``methods`` are ignored.
     on_method : called as ``on_method(name, seconds)`` after each attack (progress).
-    references : :class:`attacks.reference.ReferenceSignals` aligned with ``x``, given to
+    references : :class:`attacks.membership.reference_signals.ReferenceSignals` aligned with ``x``, given to
         the attacks registered with ``references=True`` (required when one is listed).
     vocabulary : the data's classes (text: the character of each token id), given to the
         attacks registered with ``vocabulary=True`` (required when one is listed).

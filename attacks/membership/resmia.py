@@ -24,7 +24,7 @@ intermediate resolution contributes, and early drops weigh more. Higher = more l
 member. Cost: ``K + 1`` queries per sample, sent as one stream per chunk of samples.
 
 The erosion itself (the pooled sizes, the milder schedules, the interpolation) is in
-:mod:`attacks.erosion`; its public names are importable from here too.
+:mod:`attacks.membership.erosion`; its public names are importable from here too.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from attacks.erosion import (
+from attacks.membership.erosion import (
     _UPSAMPLE,
     ErosionSchedule,
     SizeSpec,
@@ -47,8 +47,8 @@ from attacks.erosion import (
     erode,
     schedule_sizes,
 )
-from attacks.reference import logit_confidence
-from attacks.registry import AttackCurves, register_attack
+from attacks.membership.reference_signals import logit_confidence
+from attacks.membership.registry import AttackCurves, register_attack
 from fedaudit.options import option
 
 __all__ = ["ErosionSchedule", "erode", "default_sizes", "schedule_sizes", "resmia_scores",
@@ -87,7 +87,7 @@ def resmia_scores(
     ``label``: ``"predicted"`` (the paper: ``y* = argmax f(x_0)``) or ``"given"`` (``y* =
     labels``, the true labels, required then). ``scale``: ``"probability"`` (the paper:
     ``c_k = f_{y*}(x_k)``) or ``"logit"`` (``c_k = log f_{y*}(x_k) - log sum_{y' != y*}
-    f_{y'}(x_k)``, :func:`attacks.reference.logit_confidence`). ``steps``, ``sizes``,
+    f_{y'}(x_k)``, :func:`attacks.membership.reference_signals.logit_confidence`). ``steps``, ``sizes``,
     ``factor``, ``min_size``, ``upsample``: see :func:`erode`.
 
     Returns ``scores`` (``(N,)`` float64), or ``(scores, curves)`` when

@@ -13,7 +13,7 @@ c_0..c_{L-1} and its last target c_L; every c_t, t >= 1, is predicted from c_<t)
 
 (zlib at its default level, 6).  A member has a low perplexity for its compressibility:
 its score is the least negative.  P is the negated LOSS score of
-:func:`attacks.baselines.loss_scores`; only the normalisation differs, so a text that
+:func:`attacks.membership.baselines.loss_scores`; only the normalisation differs, so a text that
 compresses well (predictable for anyone) does not pass for a member.  The units (nats vs
 bits) only scale every score by one constant, which leaves the ranking and every metric
 unchanged.  One query per sequence; text only (the characters come from the data's
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from attacks.baselines import DEFAULT_EPS, loss_scores
-from attacks.registry import register_attack
+from attacks.membership.baselines import DEFAULT_EPS, loss_scores
+from attacks.membership.registry import register_attack
 
 __all__ = ["decode", "zlib_entropy", "zlib_scores", "zlib_attack"]
 
