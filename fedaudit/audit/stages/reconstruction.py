@@ -1,0 +1,240 @@
+"""What the server rebuilds from an update (issue 39): the label-leakage and reconstruction
+attack families (:mod:`attacks.label_leakage`, :mod:`attacks.reconstruction`) on every
+(client, round) update the ``client-updates`` probe kept, scored against the client's true
+samples of the round; results.json ``label_leakage`` and ``reconstruction``,
+``reconstructions.npz``.
+
+Threat model (written into results.json): an honest-but-curious server that built the
+model and wrote the training recipe. It knows each client's update as received, the
+global model the client started from, the architecture, the loss, and the ``[train]``
+recipe (learning rate, momentum, weight decay, local epochs, batch size) with the
+client's reported ``num_examples``; it does not know the client's data, labels or the
+order of its batches. ``labels = "true"`` hands the reconstructions the client's true
+labels instead of the label attack's guess: an upper bound, said so in the results.
+
+Ground truth: a client trains on all of its partition each round (full local epochs), so
+its true samples of a round are its partition (``data.client_samples`` makes a client hold
+exactly one batch).  A reconstruction is matched to them by an optimal assignment
+(:func:`fedaudit.image_metrics.reconstruction_metrics`); the leakage is measured over the
+data-free prior of the dataset-mean image (the train split's mean).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.update_attacks import CaseResult, UpdateJob, run_update_job
+from fedaudit.options import option
+from fedaudit.probes.client_updates import kept_cases, load_case
+from fedaudit.registry import registered
+from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
+
+log = logging.getLogger("fedaudit")
+
+__all__ = ["Reconstruction", "THREAT_MODEL"]
+
+#: what the server knew and used (results.json ``reconstruction.threat_model``)
+THREAT_MODEL = {
+    "position": "honest-but-curious server",
+    "knows": ["each selected client's update as received", "the global model it started "
+              "from", "the architecture and the loss", "[train]: lr, momentum, weight decay, "
+              "local epochs, batch size", "the client's reported num_examples"],
+    "does_not_know": ["the client's samples", "their labels (unless labels = 'true')",
+                      "the order of its batches"],
+}
+
+
+def _check_rounds(value: Any) -> str | None:
+    if isinstance(value, str):
+        return None if value in ("first", "last", "all") else \
+            "must be 'first', 'last', 'all' or a list of rounds"
+    if not value or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in value):
+        return "a list of rounds must hold round numbers >= 1"
+    return None
+
+
+TABLE = {
+    "enabled": option(bool, False, "run the attacks on the clients' updates (label leakage, "
+                      "reconstruction) on the server's view"),
+    "label_methods": option(list, ["bias-counts"], "label-leakage attacks (registered); the "
+                            "first one's guess feeds the reconstructions when labels = "
+                            "'guess'", item_types=(str,),
+                            item_choices=registered("label-leakage attack")),
+    "methods": option(list, ["inverting-gradients"], "reconstruction attacks (registered); "
+                      "[] for label leakage alone", item_types=(str,),
+                      item_choices=registered("reconstruction attack")),
+    "labels": option(str, "guess", "the labels the reconstructions get: guess (the first "
+                     "label method's) or true (the client's: an upper bound)",
+                     choices=("guess", "true")),
+    "clients": option(list, [], "clients whose updates are attacked ([] = every client)",
+                      item_types=(int,)),
+    "rounds": option((str, list), "first", "rounds attacked: first, last, all or a list",
+                     check=_check_rounds),
+    "max_samples": option(int, 16, "largest update (num_examples) reconstructed; larger "
+                          "ones get labels only, with a note", min=1),
+    "iterations": option(int, 2000, "optimisation steps per restart", min=1),
+    "restarts": option(int, 1, "restarts per reconstruction (the lowest matching loss is "
+                       "kept)", min=1),
+    "lr": option(float, 0.1, "step size of the optimiser on the dummy data", min=0.0,
+                 min_exclusive=True),
+    "seed": option(int, 0, "seed of the dummy data's initialisation", min=0),
+}
+
+
+def _true(ctx: AuditContext, client: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ids = ctx.data.clients[client]
+    return ids, ctx.data.x[ids], ctx.data.y[ids]
+
+
+@register_stage
+class Reconstruction(Stage):
+    name = "reconstruction"
+    order = 460
+    options = {"reconstruction": TABLE}
+    writes = ("label_leakage", "reconstruction")
+    timing = "attack_seconds"
+
+    def enabled(self, scenario):
+        return bool(scenario.stages["reconstruction"]["enabled"])
+
+    def probes(self, scenario):
+        return ("client-updates",)
+
+    def check(self, scenario):
+        t = scenario.stages["reconstruction"]
+        if t["methods"] and t["labels"] == "guess" and not t["label_methods"]:
+            return ("reconstruction.labels = 'guess' needs a label method: list one in "
+                    "reconstruction.label_methods, or set reconstruction.labels = 'true'")
+        if not t["methods"] and not t["label_methods"]:
+            return "reconstruction.enabled = true lists no attack (methods, label_methods)"
+        bad = [c for c in t["clients"] if not 0 <= c < scenario.federation.num_clients]
+        if bad:
+            return (f"reconstruction.clients = {list(t['clients'])!r}: client {bad[0]} does "
+                    f"not exist; allowed: 0..{scenario.federation.num_clients - 1}")
+        rounds = t["rounds"]
+        if not isinstance(rounds, str) and max(rounds) > scenario.federation.rounds:
+            return (f"reconstruction.rounds = {list(rounds)!r}: round {max(rounds)} does not "
+                    f"exist; allowed: 1..{scenario.federation.rounds}")
+        return None
+
+    def check_data(self, scenario, data):
+        if data.text is not None:
+            return (f"reconstruction.enabled = true: the attacks on updates rebuild images; "
+                    f"data.dataset = {scenario.data.dataset!r} is text")
+        return None
+
+    def run(self, ctx: AuditContext) -> None:
+        t = ctx.scenario.stages["reconstruction"]
+        cases = kept_cases(ctx.run_dir)
+        shape, classes = tuple(ctx.data.x.shape[1:]), ctx.data.num_classes
+        from attacks.reconstruction import Budget
+
+        budget = Budget(iterations=t["iterations"], restarts=t["restarts"], lr=t["lr"])
+        notes, jobs = [], []
+        for case in cases:
+            start, received = load_case(ctx.run_dir, case)
+            methods = tuple(t["methods"]) if case.num_examples <= t["max_samples"] else ()
+            if t["methods"] and not methods:
+                notes.append(f"client {case.client} round {case.round}: {case.num_examples} "
+                             f"samples > reconstruction.max_samples = {t['max_samples']}: "
+                             "labels only")
+            jobs.append(UpdateJob(ctx.scenario, case.client, case.round, case.num_examples,
+                                  shape, classes, start, received, tuple(t["label_methods"]),
+                                  methods, t["labels"], _true(ctx, case.client)[2],
+                                  budget, {}, t["seed"]))
+        t0 = time.perf_counter()
+        results = []
+        for i, job in enumerate(jobs):
+            ctx.progress.step("reconstruction", i, len(jobs),
+                              f"client {job.client}, round {job.round}")
+            results.append(run_update_job(job))
+        ctx.progress.step("reconstruction", len(jobs), len(jobs), "done")
+        seconds = time.perf_counter() - t0
+        prior = ctx.data.x[ctx.data.train].mean(axis=0)
+        ctx.results["label_leakage"] = _label_results(ctx, t, results)
+        if t["methods"]:
+            ctx.results["reconstruction"] = _reconstruction_results(ctx, t, results, prior,
+                                                                    budget, seconds, notes)
+
+
+def _label_results(ctx: AuditContext, t: dict, results: list[CaseResult]) -> dict[str, Any]:
+    from attacks.label_leakage import count_error, label_accuracy
+
+    per_case, pooled = [], {m: [] for m in t["label_methods"]}
+    for res in results:
+        true = np.bincount(_true(ctx, res.client)[2], minlength=ctx.data.num_classes)
+        entry: dict[str, Any] = {"client": res.client, "round": res.round,
+                                 "num_examples": int(true.sum())}
+        for m, guess in res.guesses.items():
+            acc, err = label_accuracy(guess.counts, true), count_error(guess.counts, true)
+            entry[m] = {"label_accuracy": float(acc), "count_error": int(err),
+                        "seconds": res.seconds[m]}
+            pooled[m].append((acc, err))
+        per_case.append(entry)
+    return {"methods": list(t["label_methods"]), "threat_model": THREAT_MODEL,
+            "cases": per_case,
+            "pooled": {m: {"label_accuracy": float(np.mean([a for a, _ in v])) if v else None,
+                           "count_error": float(np.mean([e for _, e in v])) if v else None,
+                           "cases": len(v)} for m, v in pooled.items()}}
+
+
+def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult],
+                            prior: np.ndarray, budget: Any, seconds: float,
+                            notes: list[str]) -> dict[str, Any]:
+    from fedaudit.image_metrics import reconstruction_metrics
+
+    rows: dict[str, list] = {k: [] for k in ("image", "client", "round", "method", "true_id",
+                                             "label", "psnr", "ssim", "identifiable",
+                                             "label_correct", "leakage")}
+    per_case, pooled = [], {m: [] for m in t["methods"]}
+    for res in results:
+        ids, x, y = _true(ctx, res.client)
+        entry: dict[str, Any] = {"client": res.client, "round": res.round,
+                                 "num_examples": int(len(ids))}
+        for m, rec in res.reconstructions.items():
+            met = reconstruction_metrics(rec.images, rec.labels, x, y, prior, data_range=1.0)
+            entry[m] = {**met.pooled(), "matching_loss": float(rec.loss),
+                        "seconds": res.seconds[m]}
+            pooled[m].append(met)
+            n = len(rec.images)
+            rows["image"].append(np.asarray(rec.images, dtype=np.float32))
+            rows["client"].append(np.full(n, res.client))
+            rows["round"].append(np.full(n, res.round))
+            rows["method"].append(np.full(n, m))
+            rows["true_id"].append(ids[met.matched])
+            rows["label"].append(np.asarray(rec.labels, dtype=np.int64))
+            for k in ("psnr", "ssim", "identifiable", "label_correct", "leakage"):
+                rows[k].append(np.asarray(getattr(met, k)))
+        per_case.append(entry)
+    if rows["image"]:
+        atomic_save_npz(ctx.run_dir / RECONSTRUCTIONS_NAME,
+                        **{k: np.concatenate(v) for k, v in rows.items()})
+    labels_from = ("the client's true labels (an upper bound)" if t["labels"] == "true" else
+                   f"the guess of {t['label_methods'][0]}")
+    return {"methods": list(t["methods"]), "threat_model": THREAT_MODEL,
+            "labels_from": labels_from,
+            "budget": {"iterations": budget.iterations, "restarts": budget.restarts,
+                       "lr": budget.lr, "max_samples": t["max_samples"], "seed": t["seed"]},
+            "prior": "the train split's mean image",
+            "cases": per_case,
+            "pooled": {m: _pooled(v) for m, v in pooled.items()},
+            "seconds": seconds, "notes": notes}
+
+
+def _pooled(metrics: list) -> dict[str, Any]:
+    """Means over every reconstructed sample of every case."""
+    if not metrics:
+        return {"samples": 0}
+    keys = ("psnr", "ssim", "identifiable", "label_correct", "leakage")
+    cat = {k: np.concatenate([np.asarray(getattr(m, k), dtype=np.float64) for m in metrics])
+           for k in keys}
+    finite = {k: v[np.isfinite(v)] for k, v in cat.items()}
+    return {"samples": int(len(cat["psnr"])),
+            **{k: float(v.mean()) if len(v) else None for k, v in finite.items()}}
