@@ -28,8 +28,8 @@ rounding of the update (``LastLayerGradient.*_tolerance``).  For the bias this i
 certain: ``beta_j = p_bar_j - c_j / N < 0`` needs c_j >= 1 (breaching's ``analytic``
 strategy reads the bias's negative entries the same way; over several steps without
 weight decay every step's term of an absent class is >= 0); for the weight rows it needs
-S_k >= 0 (LLG's P1).  It is what makes a confident trained model's one-sample update
-readable: there p_bar is far from p_hat, the raw count is not, the sign still is.
+S_k >= 0 (LLG's P1).  On a confident trained model p_bar is far from p_hat and the raw
+counts mislead, but the signs still hold: the floor is what reads its one-sample updates.
 
 What each assumes, and its error.  Exactly, with p_bar the mean of the client's samples'
 probabilities (unknown to the server) and p_hat, S_hat the dummies' estimates:
