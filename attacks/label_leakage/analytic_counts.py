@@ -65,9 +65,8 @@ from __future__ import annotations
 import numpy as np
 
 from attacks.label_leakage.allocation import round_counts
-from attacks.label_leakage.last_layer import (LastLayerGradient, dummy_inputs, end_state,
-                                              observed_gradient, output_statistics)
-from attacks.label_leakage.llg import DUMMY_OPTIONS
+from attacks.label_leakage.last_layer import (DUMMY_OPTIONS, LastLayerGradient, dummy_inputs,
+                                              end_state, observed_gradient, output_statistics)
 from attacks.label_leakage.registry import LabelGuess, register_label_attack
 from attacks.update_case import UpdateCase
 from fedaudit.options import option
@@ -120,6 +119,9 @@ def _guess(case: UpdateCase, use_bias: bool, negative_present: bool,
         rows, tolerance = grad.row_sums(), grad.row_sum_tolerance
     w, n = grad.step_weights, grad.num_samples
     weighted_s = float((w * s).sum())
+    if not weighted_s > 0:
+        raise ValueError(f"geng divides by the dummies' mean activation sum, which is "
+                         f"{weighted_s:g} here (try dummy='uniform', or bias-count)")
     raw = n * ((w * s) @ p - rows) / weighted_s
     floor = _present(rows, tolerance, n) if negative_present else None
     info = {"raw_counts": tuple(raw.tolist()), "mean_probs": tuple((w @ p).tolist()),

@@ -42,14 +42,24 @@ import torch
 from torch import nn
 
 from attacks.update_case import UpdateCase
+from fedaudit.options import option
 
-__all__ = ["DUMMY_KINDS", "LastLayerGradient", "OutputStatistics", "dummy_inputs",
+__all__ = ["DUMMY_KINDS", "DUMMY_OPTIONS", "LastLayerGradient", "OutputStatistics", "dummy_inputs",
            "end_state", "last_linear", "observed_gradient", "output_statistics"]
 
 #: the dummy inputs an attack can feed the model: uniform in the data's box, or every
 #: coordinate at the box's low or high end (Wainakh et al.'s LLG* zero / one dummies when
 #: the box is (0, 1))
 DUMMY_KINDS = ("uniform", "low", "high")
+
+#: the options of the attacks that run the model on dummy inputs
+DUMMY_OPTIONS = {
+    "dummies": option(int, 64, "dummy inputs the model statistics are averaged over",
+                      min=1),
+    "dummy": option(str, "uniform", "dummy inputs: uniform in the data's box, or every "
+                    "coordinate at its low or high end", choices=DUMMY_KINDS),
+    "seed": option(int, 0, "seed of the uniform dummy inputs", min=0),
+}
 
 
 def last_linear(model: nn.Module, num_classes: int) -> tuple[str, nn.Linear]:
@@ -123,6 +133,10 @@ def observed_gradient(case: UpdateCase) -> LastLayerGradient:
                          "only (an Adam update is not a linear function of the gradients)")
     name, layer = last_linear(case.model, case.num_classes)
     keys = [f"{name}.weight"] + ([f"{name}.bias"] if layer.bias is not None else [])
+    missing = [k for k in keys if k not in case.start]
+    if missing:
+        raise ValueError(f"the start model lacks {missing[0]!r}, the last nn.Linear's "
+                         "parameter: the model and its state_dict disagree")
     omega = _momentum_weights(t.steps, t.momentum)
     if case.single_gradient():
         grad = case.gradient()
@@ -185,9 +199,10 @@ class OutputStatistics:
 @torch.no_grad()
 def output_statistics(case: UpdateCase, state: Mapping[str, torch.Tensor],
                       inputs: torch.Tensor) -> OutputStatistics:
-    """Run a float64 copy of ``case.model`` holding ``state`` (eval mode) on ``inputs``;
-    ``ValueError`` when the model's output is not its last linear layer's output (the
-    logits this family reads)."""
+    """Run a float64 copy of ``case.model`` holding ``state`` on ``inputs``, in eval mode
+    (no dropout; fedaudit's models have no BatchNorm, so their outputs are those of
+    training); ``ValueError`` when the model's output is not its last linear layer's
+    output (the logits this family reads)."""
     model = copy.deepcopy(case.model).to(device="cpu", dtype=torch.float64)
     model.load_state_dict(dict(state))
     model.eval()

@@ -49,7 +49,7 @@ impact is also divided by the number of local iterations, whose gradients they s
 here a multi-step update is first read as an average gradient of N samples
 (:func:`attacks.label_leakage.last_layer.observed_gradient`), so no such division.
 breaching's ``wainakh-simple`` computes the same LLG impact; its stage 2 raises the score
-of the class picked in stage 1's last iteration instead of the class just picked, and its
+of class C - 1 (stage 1's loop variable) instead of the class just picked, and its
 ``wainakh-whitebox`` impact sums a dummy batch's row sums over all classes, which is 0
 (sum_j (p_kj - y_kj) = 0), so neither is followed here.
 """
@@ -59,22 +59,10 @@ from __future__ import annotations
 import numpy as np
 
 from attacks.label_leakage.allocation import allocate_greedily
-from attacks.label_leakage.last_layer import (DUMMY_KINDS, dummy_inputs, observed_gradient,
+from attacks.label_leakage.last_layer import (DUMMY_OPTIONS, dummy_inputs, observed_gradient,
                                               output_statistics)
 from attacks.label_leakage.registry import LabelGuess, register_label_attack
 from attacks.update_case import UpdateCase
-from fedaudit.options import option
-
-#: the dummy-input options of the attacks that run the model (``llg-star`` and the
-#: analytic counts)
-DUMMY_OPTIONS = {
-    "dummies": option(int, 64, "dummy inputs the model statistics are averaged over",
-                      min=1),
-    "dummy": option(str, "uniform", "dummy inputs: uniform in the data's box, or every "
-                    "coordinate at its low or high end", choices=DUMMY_KINDS),
-    "seed": option(int, 0, "seed of the uniform dummy inputs", min=0),
-}
-
 
 def two_stages(g: np.ndarray, scores: np.ndarray, impact: float, n: int) -> tuple[
         np.ndarray, tuple[int, ...]]:

@@ -118,7 +118,8 @@ def test_idlg_refuses_anything_but_one_sample_and_one_step():
 def test_counts_are_exact_when_the_outputs_do_not_depend_on_the_input(n):
     """p_k = p and S_k = S for every input, dummies included: geng and bias-count solve
     c_j = N (p_j - g_j / S) = N (p_j - beta_j) exactly; LLG* subtracts the exact offset
-    p_j S and steps by (1 - 1/C^2) S / N, which keeps the greedy's order for N < 100."""
+    p_j S and steps by (1 - 1/C^2) S / N, which is exact for N <= C^2 (docs/algorithms.md
+    section 13)."""
     rng = np.random.default_rng(n)
     for _ in range(5):
         y = rng.integers(0, 10, n)
@@ -368,6 +369,9 @@ def test_what_the_batch_attacks_refuse():
     scaled = nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.Softmax(dim=1)).double()
     with pytest.raises(ValueError, match="not its last nn.Linear '1''s output"):
         get_label_attack("geng")(sgd_case(scaled, x, y, lr=0.1))
+    dead = two_layer(np.zeros((3, 4)), -np.ones(3), np.ones((3, 3)), np.zeros(3))
+    with pytest.raises(ValueError, match="mean activation sum, which is 0 here"):
+        get_label_attack("geng")(sgd_case(dead, x, y, lr=0.1))
     wrong = nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)).double()
     case = sgd_case(wrong, x, np.array([0, 1, 1, 0]), lr=0.1)
     bad = UpdateCase(case.model, case.start, case.update, case.training, case.input_shape, 3,
