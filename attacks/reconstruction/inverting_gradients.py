@@ -19,7 +19,7 @@ equal in the paper, ``linear`` / ``exp`` as in their code) and TV the total vari
 The optimiser follows the paper's code (``inversefed``): Adam on the images (lr 0.1 by
 default), the learning rate divided by 10 at 3/8, 5/8 and 7/8 of the iterations
 (``lr_decay``), **signed gradients** (``signed``, on by default as in their
-``reconstruct_image.py`` runs: Adam steps on sign(dL/dx), which they found more stable),
+``reconstruct_image.py``: Adam steps on sign(dL/dx)),
 and the box constraint as a projection: the images are clamped to ``case.box`` after
 every step (their ``boxed``).  Initialisation: N(0, 1) draws (their ``randn``, then
 projected into the box by the first step) or uniform in the box (``init``).  Without

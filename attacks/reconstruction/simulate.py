@@ -77,17 +77,20 @@ class UpdateSimulator:
         if t.optimizer != "sgd":
             raise ValueError(f"training.optimizer = {t.optimizer!r}: unrolling the local "
                              "training needs SGD (Adam's update is not simulated)")
-        model = copy.deepcopy(case.model).train()
-        names = tuple(n for n, p in model.named_parameters() if p.requires_grad)
+        names = tuple(n for n, p in case.model.named_parameters() if p.requires_grad)
         if not names:
             raise ValueError("the model has no trainable parameters: nothing to match")
         dtype = case.start[names[0]].dtype
         if not dtype.is_floating_point:
             raise ValueError(f"start[{names[0]!r}] has dtype {dtype}: needs a float model")
-        # leaves of every simulation's graph (the attacks differentiate with respect to
-        # the dummy data only, through autograd.grad: nothing accumulates in them)
-        start = tuple(case.start[n].detach().to(dtype).clone().requires_grad_(True)
-                      for n in names)
+        model = copy.deepcopy(case.model).to(dtype).train()
+        model.load_state_dict(dict(case.start))
+        # the copy's own parameters, at the start values, are the leaves of every
+        # simulation's graph: one step calls the model as it is (no functional_call's
+        # parameter swapping); the attacks differentiate with respect to the dummy data
+        # only (autograd.grad), so nothing accumulates in them
+        params = dict(model.named_parameters())
+        start = tuple(params[n] for n in names)
         buffers = {n: case.start[n].detach() for n, _ in model.named_buffers()
                    if n in case.start}
         single = case.single_gradient()
@@ -102,13 +105,17 @@ class UpdateSimulator:
     def dtype(self) -> torch.dtype:
         return self.start[0].dtype
 
-    def _loss(self, params: Sequence[torch.Tensor], x: torch.Tensor,
-              y: torch.Tensor) -> torch.Tensor:
-        out = functional_call(self.model, {**dict(zip(self.names, params)), **self.buffers},
-                              (x,))
+    def _loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if y.dtype.is_floating_point:
             return soft_cross_entropy(out, y)
         return self.case.loss(out, y)
+
+    def _step_loss(self, params: Sequence[torch.Tensor], x: torch.Tensor,
+                   y: torch.Tensor) -> torch.Tensor:
+        """The loss of one local step's batch with the parameters ``params``."""
+        out = functional_call(self.model, {**dict(zip(self.names, params)), **self.buffers},
+                              (x,))
+        return self._loss(out, y)
 
     def simulate(self, x: torch.Tensor, y: torch.Tensor,
                  order: Sequence[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
@@ -127,7 +134,8 @@ class UpdateSimulator:
             raise ValueError(f"{len(y)} labels for {n} dummy samples")
         params = self.start
         if self.single:
-            return torch.autograd.grad(self._loss(params, x, y), params, create_graph=True)
+            return torch.autograd.grad(self._loss(self.model(x), y), params,
+                                       create_graph=True)
         if order is not None and len(order) != t.local_epochs:
             raise ValueError(f"order has {len(order)} permutations for "
                              f"training.local_epochs = {t.local_epochs}")
@@ -135,9 +143,8 @@ class UpdateSimulator:
         for epoch in range(t.local_epochs):
             perm = None if order is None else torch.as_tensor(order[epoch])
             for s in range(0, n, t.batch_size):
-                idx = (torch.arange(s, min(s + t.batch_size, n)) if perm is None
-                       else perm[s:s + t.batch_size])
-                grads = torch.autograd.grad(self._loss(params, x[idx], y[idx]), params,
+                idx = slice(s, s + t.batch_size) if perm is None else perm[s:s + t.batch_size]
+                grads = torch.autograd.grad(self._step_loss(params, x[idx], y[idx]), params,
                                             create_graph=True)
                 d = tuple(g + t.weight_decay * p if t.weight_decay else g
                           for g, p in zip(grads, params))

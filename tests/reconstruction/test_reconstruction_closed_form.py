@@ -2,8 +2,9 @@
 
 One linear layer with bias, z = W x + b, cross-entropy, one sample: the gradient is
 dW = (p - e_y) x^T, db = p - e_y, so every row i with db_i != 0 gives the input exactly,
-x = dW_i / db_i (Phong et al. 2017, "Privacy-preserving deep learning: revisited and
-enhanced", the analytic observation behind the later attacks).  Both distances have
+x = dW_i / db_i (Phong, Aono, Hayashi, Wang and Moriai 2017, "Privacy-Preserving Deep
+Learning: Revisited and Enhanced", ATIS: the analytic observation behind the later
+attacks).  Both distances have
 their unique minimum there: the squared L2 distance is 0 only at x (given db, dW fixes
 x), and the cosine over (dW, db) = (p - e_y) (x, 1)^T is 1 only when (x, 1) is parallel to
 (x*, 1) -- the bias's constant 1 fixes the scale -- so the attacks must converge to it.

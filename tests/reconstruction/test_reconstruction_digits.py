@@ -1,7 +1,7 @@
 """Gradient inversion on fedaudit's bundled digits (8x8, [0, 1]) with its untrained MLP and
 CNN: a batch of one is rebuilt from a single gradient, from several local steps too, and
-the quality falls as the batch grows (Zhu et al. 2019 fig. 5 and Geiping et al. 2020
-table 2 report the same trends on larger images).
+the quality falls as the batch grows (the trends Zhu et al. 2019 and Geiping et al. 2020
+report on larger images).
 
 Each client is a real fedaudit client (:func:`fedaudit.training.train_local`, SGD lr 0.1)
 on its own digits; the attacks get its update and the true labels.  Quality is the PSNR
