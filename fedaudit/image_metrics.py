@@ -1,5 +1,5 @@
 """Reconstruction metrics: how well an attack on updates rebuilt a client's images
-(docs/algorithms.md section 13).
+(docs/algorithms.md section 14).
 
 Pure functions over numpy arrays in the style of ``sklearn.metrics``: input checks first,
 then the math; each bad input fails with one ``ValueError`` line naming the argument.

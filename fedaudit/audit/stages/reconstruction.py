@@ -63,10 +63,10 @@ def _check_rounds(value: Any) -> str | None:
 TABLE = {
     "enabled": option(bool, False, "run the attacks on the clients' updates (label leakage, "
                       "reconstruction) on the server's view"),
-    "label_methods": option(list, ["bias-counts"], "label-leakage attacks (registered); the "
+    "label_methods": option(list, ["bias-count"], "label-leakage attacks (registered); the "
                             "first one's guess feeds the reconstructions when labels = "
                             "'guess'", item_types=(str,),
-                            item_choices=registered("label-leakage attack")),
+                            item_choices=registered("label attack")),
     "methods": option(list, ["inverting-gradients"], "reconstruction attacks (registered); "
                       "[] for label leakage alone", item_types=(str,),
                       item_choices=registered("reconstruction attack")),
