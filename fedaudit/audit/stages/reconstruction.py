@@ -69,7 +69,7 @@ TABLE = {
                             item_choices=registered("label attack")),
     "methods": option(list, ["inverting-gradients"], "reconstruction attacks (registered); "
                       "[] for label leakage alone", item_types=(str,),
-                      item_choices=registered("reconstruction attack")),
+                      item_choices=registered("reconstruction")),
     "labels": option(str, "guess", "the labels the reconstructions get: guess (the first "
                      "label method's) or true (the client's: an upper bound)",
                      choices=("guess", "true")),
@@ -82,10 +82,17 @@ TABLE = {
     "iterations": option(int, 2000, "optimisation steps per restart", min=1),
     "restarts": option(int, 1, "restarts per reconstruction (the lowest matching loss is "
                        "kept)", min=1),
-    "lr": option(float, 0.1, "step size of the optimiser on the dummy data", min=0.0,
-                 min_exclusive=True),
+    "lr": option(float, 0.0, "step size of the optimiser on the dummy data (0 = each "
+                 "attack's own default: Adam 0.1, L-BFGS 1)", min=0.0),
     "seed": option(int, 0, "seed of the dummy data's initialisation", min=0),
 }
+
+
+def _ssim_window(shape: tuple[int, ...]) -> int:
+    """Wang et al.'s 11 x 11 window, or the largest odd one that fits smaller images (the
+    digits' 8 x 8: 7)."""
+    side = min(shape[-2:])
+    return 11 if side >= 11 else side - 1 + side % 2
 
 
 def _true(ctx: AuditContext, client: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -93,13 +100,32 @@ def _true(ctx: AuditContext, client: int) -> tuple[np.ndarray, np.ndarray, np.nd
     return ids, ctx.data.x[ids], ctx.data.y[ids]
 
 
+def _attack_tables() -> dict[str, dict[str, Any]]:
+    """``[reconstruction]`` and one table per registered attack that declares options:
+    ``[reconstruction.<name>]`` for a reconstruction, ``[label_leakage.<name>]`` for a
+    label attack (read each time: a plug-in registered later has its table at once)."""
+    from attacks.label_leakage import LABEL_ATTACKS
+    from attacks.reconstruction import RECONSTRUCTIONS
+
+    out: dict[str, dict[str, Any]] = {"reconstruction": TABLE}
+    for prefix, registry in (("reconstruction", RECONSTRUCTIONS),
+                             ("label_leakage", LABEL_ATTACKS)):
+        for name in registry.names():
+            if opts := registry.meta(name).get("options"):
+                out[f"{prefix}.{name}"] = dict(opts)
+    return out
+
+
 @register_stage
 class Reconstruction(Stage):
     name = "reconstruction"
     order = 460
-    options = {"reconstruction": TABLE}
     writes = ("label_leakage", "reconstruction")
     timing = "attack_seconds"
+
+    @property
+    def options(self):  # type: ignore[override]
+        return _attack_tables()
 
     def enabled(self, scenario):
         return bool(scenario.stages["reconstruction"]["enabled"])
@@ -136,7 +162,12 @@ class Reconstruction(Stage):
         shape, classes = tuple(ctx.data.x.shape[1:]), ctx.data.num_classes
         from attacks.reconstruction import Budget
 
-        budget = Budget(iterations=t["iterations"], restarts=t["restarts"], lr=t["lr"])
+        budget = Budget(iterations=t["iterations"], restarts=t["restarts"],
+                        lr=t["lr"] or None)
+        options = {name: dict(ctx.scenario.stages.get(f"{prefix}.{name}", {}))
+                   for prefix, names in (("label_leakage", t["label_methods"]),
+                                         ("reconstruction", t["methods"]))
+                   for name in names}
         notes, jobs = [], []
         for case in cases:
             start, received = load_case(ctx.run_dir, case)
@@ -148,7 +179,7 @@ class Reconstruction(Stage):
             jobs.append(UpdateJob(ctx.scenario, case.client, case.round, case.num_examples,
                                   shape, classes, start, received, tuple(t["label_methods"]),
                                   methods, t["labels"], _true(ctx, case.client)[2],
-                                  budget, {}, t["seed"]))
+                                  budget, options, t["seed"]))
         t0 = time.perf_counter()
         results = []
         for i, job in enumerate(jobs):
@@ -190,17 +221,19 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
                             notes: list[str]) -> dict[str, Any]:
     from fedaudit.image_metrics import reconstruction_metrics
 
-    rows: dict[str, list] = {k: [] for k in ("image", "client", "round", "method", "true_id",
-                                             "label", "psnr", "ssim", "identifiable",
-                                             "label_correct", "leakage")}
+    rows: dict[str, list] = {k: [] for k in ("image", "true_image", "client", "round",
+                                             "method", "true_id",
+                                             "label", "psnr", "ssim", "prior_ssim",
+                                             "identifiable", "label_correct", "leakage")}
     per_case, pooled = [], {m: [] for m in t["methods"]}
     for res in results:
         ids, x, y = _true(ctx, res.client)
         entry: dict[str, Any] = {"client": res.client, "round": res.round,
                                  "num_examples": int(len(ids))}
         for m, rec in res.reconstructions.items():
-            met = reconstruction_metrics(rec.images, rec.labels, x, y, prior, data_range=1.0)
-            entry[m] = {**met.pooled(), "matching_loss": float(rec.loss),
+            met = reconstruction_metrics(rec.images, rec.labels, x, y, prior, data_range=1.0,
+                                         win_size=_ssim_window(x.shape))
+            entry[m] = {**_pooled([met]), "matching_loss": float(rec.loss),
                         "seconds": res.seconds[m]}
             pooled[m].append(met)
             n = len(rec.images)
@@ -209,8 +242,10 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
             rows["round"].append(np.full(n, res.round))
             rows["method"].append(np.full(n, m))
             rows["true_id"].append(ids[met.matched])
+            rows["true_image"].append(np.asarray(x[met.matched], dtype=np.float32))
             rows["label"].append(np.asarray(rec.labels, dtype=np.int64))
-            for k in ("psnr", "ssim", "identifiable", "label_correct", "leakage"):
+            for k in ("psnr", "ssim", "prior_ssim", "identifiable", "label_correct",
+                      "leakage"):
                 rows[k].append(np.asarray(getattr(met, k)))
         per_case.append(entry)
     if rows["image"]:
@@ -223,18 +258,31 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
             "budget": {"iterations": budget.iterations, "restarts": budget.restarts,
                        "lr": budget.lr, "max_samples": t["max_samples"], "seed": t["seed"]},
             "prior": "the train split's mean image",
+            "ssim_window": _ssim_window(ctx.data.x.shape),
             "cases": per_case,
             "pooled": {m: _pooled(v) for m, v in pooled.items()},
             "seconds": seconds, "notes": notes}
 
 
 def _pooled(metrics: list) -> dict[str, Any]:
-    """Means over every reconstructed sample of every case."""
+    """Means over every reconstructed sample of every case: PSNR over the inexact ones,
+    with the exact ones (infinite PSNR) counted apart; the leakage ratio over the samples
+    where it is defined (:func:`fedaudit.image_metrics.prior_leakage`)."""
     if not metrics:
         return {"samples": 0}
-    keys = ("psnr", "ssim", "identifiable", "label_correct", "leakage")
-    cat = {k: np.concatenate([np.asarray(getattr(m, k), dtype=np.float64) for m in metrics])
-           for k in keys}
-    finite = {k: v[np.isfinite(v)] for k, v in cat.items()}
-    return {"samples": int(len(cat["psnr"])),
-            **{k: float(v.mean()) if len(v) else None for k, v in finite.items()}}
+
+    def cat(key: str) -> np.ndarray:
+        return np.concatenate([np.asarray(getattr(m, key), dtype=np.float64) for m in metrics])
+
+    psnr, ssim, prior = cat("psnr"), cat("ssim"), cat("prior_ssim")
+    leak = cat("leakage")
+    finite, defined = np.isfinite(psnr), ~np.isnan(leak)
+    return {"samples": int(len(psnr)),
+            "psnr": float(psnr[finite].mean()) if finite.any() else None,
+            "exact": int((~finite).sum()),
+            "ssim": float(ssim.mean()), "prior_ssim": float(prior.mean()),
+            "ssim_gain": float((ssim - prior).mean()),
+            "identifiability": float(cat("identifiable").mean()),
+            "label_accuracy": float(cat("label_correct").mean()),
+            "leakage": float(leak[defined].mean()) if defined.any() else None,
+            "leakage_samples": int(defined.sum())}
