@@ -1,0 +1,51 @@
+"""What the server rebuilds from an update, end to end through Flower + Ray: the digits
+scenario (4 clients of one batch of 4, one SGD step), the client-updates probe's files,
+results.json label_leakage and reconstruction, reconstructions.npz (every PSNR recomputed
+from its images), the console lines and the report's section."""
+
+import json
+
+import numpy as np
+
+from tests.helpers.runs import run_cli
+
+
+def test_reconstruction_end_to_end(tmp_path):
+    proc, run = run_cli("reconstruction-digits", tmp_path, ["reconstruction.iterations=60"])
+    res = json.loads((run / "results.json").read_text())
+    # the probe kept round 1's start model and the 4 clients' models as received
+    kept = sorted(p.name for p in (run / "updates" / "round-0001").iterdir())
+    assert kept == ["client-0000.pt", "client-0001.pt", "client-0002.pt", "client-0003.pt",
+                    "clients.npz", "start.pt"]
+    labels = res["label_leakage"]
+    assert labels["methods"] == ["bias-count", "llg"] and len(labels["cases"]) == 4
+    for case in labels["cases"]:
+        assert case["num_examples"] == 4
+        for m in ("bias-count", "llg"):
+            assert 0.0 <= case[m]["label_accuracy"] <= 1.0 and case[m]["count_error"] >= 0
+    rec = res["reconstruction"]
+    assert rec["threat_model"]["position"] == "honest-but-curious server"
+    assert rec["labels_from"] == "the guess of bias-count"
+    assert rec["budget"]["iterations"] == 60 and rec["ssim_window"] == 7
+    rows = np.load(run / "reconstructions.npz")
+    assert rows["image"].shape == (16, 1, 8, 8) == rows["true_image"].shape
+    assert sorted(set(rows["client"].tolist())) == [0, 1, 2, 3]
+    # anyone can recompute every PSNR from the file: 10 log10(1 / MSE) on [0, 1] images
+    mse = ((rows["image"].astype(np.float64) - rows["true_image"]) ** 2).mean(axis=(1, 2, 3))
+    np.testing.assert_allclose(rows["psnr"], 10 * np.log10(1.0 / mse), rtol=1e-12)
+    pooled = rec["pooled"]["inverting-gradients"]
+    assert pooled["samples"] == 16
+    finite = np.isfinite(rows["psnr"])
+    assert pooled["psnr"] == np.mean(rows["psnr"][finite])
+    assert pooled["exact"] == int((~finite).sum())
+    assert pooled["ssim"] == np.mean(rows["ssim"])
+    for case in rec["cases"]:
+        mine = rows["client"] == case["client"]
+        assert case["inverting-gradients"]["ssim"] == np.mean(rows["ssim"][mine])
+    assert "label leakage from 4 updates: label accuracy bias-count" in proc.stdout + proc.stderr
+    assert "reconstruction from the updates: inverting-gradients: PSNR" in \
+        proc.stdout + proc.stderr
+    html = (run / "report.html").read_text()
+    assert '<section id="reconstruction">' in html
+    assert '<figure id="fig-reconstruction_pictures"><img' in html
+    assert '<figure id="fig-reconstruction_leakage"><img' in html
