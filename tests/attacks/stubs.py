@@ -28,11 +28,14 @@ class LookupModel(nn.Module):
         return self.logp[x.reshape(-1).long()]
 
 
-def _index_inputs(n: int) -> torch.Tensor:
+def index_inputs(n: int) -> torch.Tensor:
+    """Inputs 0..n-1 for LookupModel: sample i is row i of its table."""
     return torch.arange(n, dtype=torch.float64).reshape(n, 1, 1, 1)
 
 
-def _small_cnn(num_classes: int = 3) -> nn.Module:
+def small_cnn(num_classes: int = 3) -> nn.Module:
+    """An untrained CNN for 1x8x8 images, with BatchNorm and Dropout (the oracle must put it
+    in eval mode)."""
     return nn.Sequential(
         nn.Conv2d(1, 4, 3, padding=1),
         nn.BatchNorm2d(4),

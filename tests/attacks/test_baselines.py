@@ -16,7 +16,7 @@ from attacks.membership.baselines import (
     mentropy_scores,
 )
 
-from tests.attacks.stubs import LookupModel, P, Y, _index_inputs
+from tests.attacks.stubs import LookupModel, P, Y, index_inputs
 
 
 EPS = 1e-30
@@ -66,7 +66,7 @@ def test_baselines_orientation():
 
 def test_baseline_attacks_through_the_oracle():
     oracle = Oracle(LookupModel(P), batch_size=3)
-    x = _index_inputs(len(P))
+    x = index_inputs(len(P))
     pure = {
         "loss": loss_scores(P, Y),
         "confidence": confidence_scores(P, Y),

@@ -14,7 +14,7 @@ from attacks.membership import (AttackOutcome, NonmemberSample, evaluate_attacks
 from attacks.membership.registry import AttackScores
 from fedaudit.metrics import MembershipMetrics, membership_metrics
 
-from tests.attacks.stubs import BUILTIN, LookupModel, P, Y, _index_inputs, _small_cnn
+from tests.attacks.stubs import BUILTIN, LookupModel, P, Y, index_inputs, small_cnn
 
 
 # --------------------------------------------------------------------------- registry
@@ -45,7 +45,7 @@ def test_register_attack_adds_and_guards_names():
             register_attack("Bad Name")
         oracle = Oracle(LookupModel(P))
         out = evaluate_attacks(
-            oracle, _index_inputs(4), Y, [1, 0, 1, 0], ["test-constant"],
+            oracle, index_inputs(4), Y, [1, 0, 1, 0], ["test-constant"],
             {"test-constant": {"value": 2.0}},
         )
         np.testing.assert_array_equal(out["test-constant"].scores, 2.0)
@@ -127,7 +127,7 @@ def test_sample_members():
 
 def test_evaluate_attacks_reports_queries_time_and_metrics():
     torch.manual_seed(4)
-    model = _small_cnn()
+    model = small_cnn()
     x = torch.rand(20, 1, 8, 8)
     y = np.arange(20) % 3
     mask = np.r_[np.ones(10), np.zeros(10)]
@@ -169,7 +169,7 @@ def test_evaluate_attacks_returns_what_the_attack_reported():
         return AttackScores(np.arange(len(x), dtype=np.float32), {"chosen": 3})
 
     try:
-        out = evaluate_attacks(Oracle(LookupModel(P)), _index_inputs(4), Y, [1, 0, 1, 0],
+        out = evaluate_attacks(Oracle(LookupModel(P)), index_inputs(4), Y, [1, 0, 1, 0],
                                ["test-informative"])["test-informative"]
         assert out.queries_per_sample == 2.0
         np.testing.assert_array_equal(out.scores, [0, 1, 2, 3])
@@ -184,7 +184,7 @@ def test_evaluate_attacks_returns_what_the_attack_reported():
 
 
 def test_evaluate_attacks_validation():
-    oracle = Oracle(_small_cnn())
+    oracle = Oracle(small_cnn())
     x, y, mask = torch.rand(4, 1, 8, 8), np.arange(4) % 3, [1, 0, 1, 0]
     with pytest.raises(ValueError, match="unknown attack 'nope'"):
         evaluate_attacks(oracle, x, y, mask, ["nope"])

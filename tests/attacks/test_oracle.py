@@ -12,17 +12,17 @@ from torch import nn
 
 from attacks import Oracle
 
-from tests.attacks.stubs import LookupModel, P, _index_inputs, _small_cnn
+from tests.attacks.stubs import LookupModel, P, index_inputs, small_cnn
 
 
 def test_oracle_counts_queries_and_batches():
     model = LookupModel(P)
     oracle = Oracle(model, batch_size=3)
     assert oracle.queries == 0
-    proba = oracle.predict_proba(_index_inputs(4))
+    proba = oracle.predict_proba(index_inputs(4))
     assert model.calls == [3, 1]
     assert oracle.queries == 4
-    oracle.predict_proba(_index_inputs(2))
+    oracle.predict_proba(index_inputs(2))
     assert oracle.queries == 6
     oracle.reset_queries()
     assert oracle.queries == 0
@@ -33,7 +33,7 @@ def test_oracle_counts_queries_and_batches():
 
 def test_oracle_matches_softmax_and_accepts_numpy():
     torch.manual_seed(0)
-    model = _small_cnn()
+    model = small_cnn()
     oracle = Oracle(model, batch_size=4)
     x = torch.rand(10, 1, 8, 8)
     with torch.no_grad():
@@ -46,7 +46,7 @@ def test_oracle_matches_softmax_and_accepts_numpy():
 
 def test_oracle_label_only_returns_one_hot():
     torch.manual_seed(1)
-    model = _small_cnn(num_classes=4)
+    model = small_cnn(num_classes=4)
     x = torch.rand(12, 1, 8, 8)
     proba = Oracle(model).predict_proba(x)
     labels = Oracle(model, label_only=True)
@@ -71,7 +71,7 @@ def _reachable_values(obj):
 
 def test_oracle_exposes_no_parameters():
     torch.manual_seed(2)
-    model = _small_cnn()
+    model = small_cnn()
     oracle = Oracle(model)
     oracle.predict_proba(torch.rand(3, 1, 8, 8))
     param_ids = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
@@ -95,7 +95,7 @@ def test_oracle_exposes_no_parameters():
 
 def test_oracle_takes_no_gradients_and_uses_eval_mode():
     torch.manual_seed(3)
-    model = _small_cnn()
+    model = small_cnn()
     model.train()
     running_mean = model[1].running_mean.clone()
     oracle = Oracle(model)
@@ -116,8 +116,8 @@ def test_oracle_validation():
     with pytest.raises(TypeError, match="torch.nn.Module"):
         Oracle(lambda x: x)
     with pytest.raises(ValueError, match="batch_size"):
-        Oracle(_small_cnn(), batch_size=0)
-    oracle = Oracle(_small_cnn())
+        Oracle(small_cnn(), batch_size=0)
+    oracle = Oracle(small_cnn())
     with pytest.raises(ValueError, match="leading batch axis"):
         oracle.predict_proba(torch.zeros(8))
     with pytest.raises(TypeError, match="torch.Tensor or numpy.ndarray"):

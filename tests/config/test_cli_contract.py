@@ -10,7 +10,7 @@ import pytest
 from fedaudit.cli import main
 from fedaudit.config import ScenarioError, load_scenario, parse_override
 
-from tests.helpers.npz_scenario import _scenario_file
+from tests.helpers.npz_scenario import write_scenario_file
 
 
 def test_version(capsys):
@@ -51,7 +51,7 @@ def test_set_errors_blame_the_set_argument(capsys):
 
 
 def test_relative_data_path_is_relative_to_the_scenario_file(tmp_path, monkeypatch):
-    toml = _scenario_file(tmp_path / "scratch")
+    toml = write_scenario_file(tmp_path / "scratch")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

@@ -8,7 +8,7 @@ from fedaudit.config import ScenarioError, validate
 from fedaudit.data import (build_federated_data, inject_canaries, load_dataset, partition_ids,
                            split_ids)
 
-from tests.helpers.images import _png
+from tests.helpers.images import write_png
 
 
 def labels(n=1000, k=10, seed=0):
@@ -170,12 +170,12 @@ def test_imagefolder_loads_exact_pixels_labels_and_order(tmp_path):
     for cls in ("zebra", "ant", "cat"):  # class order = sorted names, not creation order
         for name in ("b.png", "a.png"):
             pix[cls, name] = rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)
-            _png(root / cls / name, pix[cls, name])
+            write_png(root / cls / name, pix[cls, name])
     flat = np.broadcast_to(np.array([200, 100, 50], np.uint8), (6, 6, 3))
     Image.fromarray(np.ascontiguousarray(flat)).save(root / "cat" / "c.JPEG")  # lossy
     (root / "ant" / "notes.txt").write_text("ignored")
-    _png(root / "ant" / ".hidden.png", np.zeros((6, 6), np.uint8))
-    _png(root / ".cache" / "x.png", np.zeros((6, 6), np.uint8))
+    write_png(root / "ant" / ".hidden.png", np.zeros((6, 6), np.uint8))
+    write_png(root / ".cache" / "x.png", np.zeros((6, 6), np.uint8))
     (root / "loose.png").write_bytes(b"")  # not in a class folder: ignored
     ds = load_dataset(_imagefolder(tmp_path))
     assert ds.name == "imgs" and ds.classes == ("ant", "cat", "zebra")
@@ -193,8 +193,8 @@ def test_imagefolder_loads_exact_pixels_labels_and_order(tmp_path):
 def test_imagefolder_grayscale_gives_one_channel_and_image_size_resizes(tmp_path):
     root = tmp_path / "imgs"
     for i, cls in enumerate(("a", "b")):
-        _png(root / cls / "0.png", np.full((6, 6), 51 * i, np.uint8))
-        _png(root / cls / "1.png", np.full((9, 4), 255, np.uint8))
+        write_png(root / cls / "0.png", np.full((6, 6), 51 * i, np.uint8))
+        write_png(root / cls / "1.png", np.full((9, 4), 255, np.uint8))
     ds = load_dataset(_imagefolder(tmp_path, image_size=5))
     assert ds.x.shape == (4, 1, 5, 5)
     assert np.allclose(ds.x[2], 0.2) and np.allclose(ds.x[3], 1.0)
@@ -202,8 +202,8 @@ def test_imagefolder_grayscale_gives_one_channel_and_image_size_resizes(tmp_path
 
 def test_imagefolder_mixed_sizes_need_image_size(tmp_path):
     root = tmp_path / "imgs"
-    _png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
-    _png(root / "b" / "0.png", np.zeros((8, 6), np.uint8))
+    write_png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
+    write_png(root / "b" / "0.png", np.zeros((8, 6), np.uint8))
     with pytest.raises(ScenarioError) as exc:
         load_dataset(_imagefolder(tmp_path))
     msg = str(exc.value)
@@ -213,7 +213,7 @@ def test_imagefolder_mixed_sizes_need_image_size(tmp_path):
 
 def test_imagefolder_empty_class_is_named(tmp_path):
     root = tmp_path / "imgs"
-    _png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
+    write_png(root / "a" / "0.png", np.zeros((6, 6), np.uint8))
     (root / "empty").mkdir()
     (root / "empty" / "readme.txt").write_text("no images")
     with pytest.raises(ScenarioError, match=r"data.path = .*class folder 'empty' has no image"):
@@ -226,7 +226,7 @@ def test_imagefolder_empty_class_is_named(tmp_path):
 def test_imagefolder_skips_corrupt_files_with_a_warning(tmp_path, caplog):
     root = tmp_path / "imgs"
     for cls in ("a", "b"):
-        _png(root / cls / "0.png", np.full((6, 6), 7, np.uint8))
+        write_png(root / cls / "0.png", np.full((6, 6), 7, np.uint8))
     (root / "a" / "1.png").write_bytes(b"not an image")
     with caplog.at_level("WARNING", logger="fedaudit"):
         ds = load_dataset(_imagefolder(tmp_path))
@@ -242,7 +242,7 @@ def test_imagefolder_path_errors(tmp_path):
     f.write_bytes(b"x")
     with pytest.raises(ScenarioError, match=r"data.path = .*not a folder"):
         load_dataset(_data(dataset="imagefolder", path=str(f)))
-    _png(tmp_path / "imgs" / "only" / "0.png", np.zeros((6, 6), np.uint8))
+    write_png(tmp_path / "imgs" / "only" / "0.png", np.zeros((6, 6), np.uint8))
     with pytest.raises(ScenarioError, match=r"needs at least 2"):
         load_dataset(_imagefolder(tmp_path))
 
@@ -264,7 +264,7 @@ def test_imagefolder_scenario_passes_preflight(tmp_path):
 
     rng = np.random.default_rng(1)
     for i in range(40):
-        _png(tmp_path / "imgs" / f"c{i % 2}" / f"{i:02d}.png",
+        write_png(tmp_path / "imgs" / f"c{i % 2}" / f"{i:02d}.png",
              rng.integers(0, 256, (8, 8), dtype=np.uint8))
     p = tmp_path / "s.toml"
     p.write_text(f"[scenario]\nname = 'imgs'\n[data]\ndataset = 'imagefolder'\n"

@@ -12,7 +12,7 @@ from torch import nn
 
 from fedaudit.training import dp_clipped_gnq, train_local
 
-from tests.defenses.small_client import CFG, CPU, GNQ_ABS, GNQ_REL, _client_data, _gnq_model
+from tests.defenses.small_client import CFG, CPU, GNQ_ABS, GNQ_REL, client_data, gnq_model
 
 
 def _opacus_grad_samples(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float):
@@ -37,7 +37,7 @@ def test_dp_gnq_without_clipping_equals_naive_gnq(gnq):
     from fedaudit.gnq import gnq_scores, per_sample_gradients
 
     x, y = _batch()
-    model = _gnq_model()
+    model = gnq_model()
     ref = gnq_scores(model, x, y, method="naive", lam=gnq.lam, lam_mode=gnq.lam_mode,
                      rho=gnq.rho)
     G = per_sample_gradients(model, x, y, lambda o, t: F.cross_entropy(o, t, reduction="none"))
@@ -56,7 +56,7 @@ def test_dp_gnq_with_clipping_equals_hand_clipped_naive(gnq):
     from fedaudit.gnq import naive_gnq_from_gradients, per_sample_gradients
 
     x, y = _batch()
-    model = _gnq_model()
+    model = gnq_model()
     G = per_sample_gradients(model, x, y, lambda o, t: F.cross_entropy(o, t, reduction="none"))
     norms = G.norm(dim=1)
     C = float(norms.median())
@@ -95,10 +95,10 @@ def test_dp_gnq_float32_gradients_of_a_wide_layer():
 
 def test_client_gnq_rows_carry_their_local_epoch():
     """Without DP every sample is scored once per local epoch, tagged with that epoch."""
-    x, y = _client_data()
+    x, y = client_data()
     ids = np.arange(3, len(y))  # a client's share of the data
     cfg = dataclasses.replace(CFG, local_epochs=3)
-    res = train_local(_gnq_model().float(), x, y, ids, cfg, seed=0, device=CPU, gnq=GNQ_ABS)
+    res = train_local(gnq_model().float(), x, y, ids, cfg, seed=0, device=CPU, gnq=GNQ_ABS)
     assert len(res.gnq_ids) == 3 * len(ids)
     for epoch in (1, 2, 3):
         assert sorted(res.gnq_ids[res.gnq_epochs == epoch]) == sorted(ids)

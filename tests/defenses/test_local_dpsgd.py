@@ -11,12 +11,12 @@ import torch
 from fedaudit.config import load_scenario
 from fedaudit.training import train_local
 
-from tests.defenses.small_client import CFG, CPU, GNQ_ABS, _client_data, _gnq_model
+from tests.defenses.small_client import CFG, CPU, GNQ_ABS, client_data, gnq_model
 
 
 def _train_dp(seed, noise=1.0, clip=1.0, ids=None, cfg=CFG, gnq=GNQ_ABS):
-    x, y = _client_data()
-    model = _gnq_model().float()
+    x, y = client_data()
+    model = gnq_model().float()
     ids = np.arange(len(y)) if ids is None else ids
     res = train_local(model, x, y, ids, cfg, seed=seed, device=CPU, gnq=gnq,
                       dp={"noise_multiplier": noise, "clip_norm": clip})
@@ -55,13 +55,13 @@ def test_dpsgd_step_is_clipped_mean_plus_documented_noise():
     """batch_size = n: q = 1, every sample in the one step, so the noiseless update is
     lr * mean of clipped per-sample gradients (norm <= lr * C) and the noise on it has std
     lr * sigma * C / n per coordinate."""
-    x, y = _client_data()
-    start = {k: v.clone() for k, v in _gnq_model().float().state_dict().items()}
+    x, y = client_data()
+    start = {k: v.clone() for k, v in gnq_model().float().state_dict().items()}
     lr, C, sigma, n = 0.05, 0.01, 1.0, 37
     cfg = dataclasses.replace(CFG, momentum=0.0, local_epochs=1, batch_size=n, lr=lr)
     updates = {}
     for noise in (0.0, sigma):
-        model = _gnq_model().float()
+        model = gnq_model().float()
         res = train_local(model, x, y, np.arange(n), cfg, seed=2, device=CPU, gnq=None,
                           dp={"noise_multiplier": noise, "clip_norm": C})
         assert res.dp_steps == 1 and res.dp_sample_rate == 1.0

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers.npz_scenario import _scenario_file
+from tests.helpers.npz_scenario import write_scenario_file
 
 
 def _cli(*args, cwd):
@@ -14,7 +14,7 @@ def _cli(*args, cwd):
 
 
 def test_run_dir_validates_and_resumes_from_another_directory(tmp_path):
-    toml = _scenario_file(tmp_path / "scratch")
+    toml = write_scenario_file(tmp_path / "scratch")
     first = _cli("run", "mine.toml", "--out", str(tmp_path / "runs"), "--no-report",
                  cwd=tmp_path / "scratch")
     assert first.returncode == 0, first.stderr[-3000:]

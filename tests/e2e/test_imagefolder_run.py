@@ -3,7 +3,7 @@ reaches run.log and results.json."""
 
 import numpy as np
 
-from tests.helpers.images import _png
+from tests.helpers.images import write_png
 
 
 def test_imagefolder_skipped_files_reach_run_log_and_results(tmp_path):
@@ -13,7 +13,7 @@ def test_imagefolder_skipped_files_reach_run_log_and_results(tmp_path):
 
     rng = np.random.default_rng(2)
     for i in range(40):
-        _png(tmp_path / "imgs" / f"c{i % 2}" / f"{i:02d}.png",
+        write_png(tmp_path / "imgs" / f"c{i % 2}" / f"{i:02d}.png",
              rng.integers(0, 256, (8, 8), dtype=np.uint8))
     (tmp_path / "imgs" / "c0" / "broken.png").write_bytes(b"not an image")
     run = fedaudit.run({"data": {"dataset": "imagefolder", "path": str(tmp_path / "imgs")},

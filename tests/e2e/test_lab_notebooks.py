@@ -15,7 +15,7 @@ import pytest
 from fedaudit.labs.challenge import grade, write_submission
 from fedaudit.labs.checks.challenge import null_auc_sd
 
-from tests.helpers.labs import LABS, _cli, _error_cell, _execute
+from tests.helpers.labs import LABS, error_cell, execute_notebook, fedaudit_cli
 from tests.helpers.paths import SHARED_DATA
 
 
@@ -51,7 +51,7 @@ CHALLENGE_DATA = (["--data", str(MNIST)] if MNIST.is_file()
 
 @pytest.fixture(scope="module")
 def challenge(lab_dir):
-    out = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out", str(lab_dir),
+    out = fedaudit_cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out", str(lab_dir),
                *CHALLENGE_DATA)
     assert out.returncode == 0, out.stderr[-3000:]
     root = Path(out.stdout.strip().splitlines()[-1])
@@ -74,7 +74,7 @@ def test_cli_challenge_round_trip(challenge, tmp_path):
         assert len(npz["x"]) == len(ids)
     assert set(member.tolist()) == {0, 1}
     truth = write_submission(tmp_path / "truth.csv", ids, member)
-    out = _cli("lab", "grade", str(truth), "--key", str(challenge / "key.csv"))
+    out = fedaudit_cli("lab", "grade", str(truth), "--key", str(challenge / "key.csv"))
     assert out.returncode == 0, out.stderr
     name, tpr1, auc, *_ = out.stdout.strip().split(",")
     assert (name, float(tpr1), float(auc)) == ("truth", 1.0, 1.0)
@@ -82,7 +82,7 @@ def test_cli_challenge_round_trip(challenge, tmp_path):
     g = grade(write_submission(tmp_path / "random.csv", ids, rnd), challenge / "key.csv")
     assert abs(g.auc - 0.5) <= 4 * null_auc_sd(g.n_members, g.n_nonmembers)
     # a second challenge with the same seed and folder never replaces the key
-    again = _cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out",
+    again = fedaudit_cli("lab", "challenge", "--seed", str(CHALLENGE_SEED), "--out",
                  str(challenge.parent), *CHALLENGE_DATA)
     assert again.returncode == 2 and "already exists" in again.stderr
     info = json.loads((challenge / "challenge.json").read_text())
@@ -114,7 +114,7 @@ def _needs(lab: str, request) -> None:
 @pytest.mark.parametrize("lab", LAB_SOURCES)
 def test_solution_notebook_passes_its_checks(lab, lab_dir, notebook_cwd, request):
     _needs(lab, request)
-    nb, error = _execute(LABS / "solutions" / f"{lab}.ipynb", notebook_cwd)
+    nb, error = execute_notebook(LABS / "solutions" / f"{lab}.ipynb", notebook_cwd)
     assert error is None, str(error)[-3000:]
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]
     assert checks
@@ -128,9 +128,9 @@ def test_solution_notebook_passes_its_checks(lab, lab_dir, notebook_cwd, request
 @pytest.mark.parametrize("lab", LAB_SOURCES)
 def test_student_notebook_fails_at_its_first_check(lab, lab_dir, notebook_cwd, request):
     _needs(lab, request)
-    nb, error = _execute(LABS / f"{lab}.ipynb", notebook_cwd)
+    nb, error = execute_notebook(LABS / f"{lab}.ipynb", notebook_cwd)
     assert error is not None, f"{lab}: the unfinished notebook ran to the end"
-    index, out = _error_cell(nb)
+    index, out = error_cell(nb)
     first_check = next(i for i, c in enumerate(nb.cells)
                        if "check" in c.metadata.get("tags", []))
     assert index == first_check, (lab, nb.cells[index].source if index is not None else None)

@@ -98,6 +98,8 @@ def round_loss_section(run):
 
 @pytest.fixture()
 def extensions():
+    """Register the stage, target kind, defense, report section, probe and aggregation
+    above for one test, and unregister them afterwards."""
     from fedaudit.report.sections import register_section, unregister_section
 
     register_target(FirstRound)

@@ -3,7 +3,8 @@
 import numpy as np
 
 
-def _png(path, arr):
+def write_png(path, arr):
+    """``arr`` (uint8 pixels) as a PNG file at ``path``, its folders created."""
     from PIL import Image
 
     path.parent.mkdir(parents=True, exist_ok=True)

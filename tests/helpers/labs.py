@@ -14,13 +14,16 @@ LABS = ROOT / "labs"
 FEDAUDIT = [sys.executable, "-m", "fedaudit.cli"]
 
 
-def _cli(*args, cwd=None):
+def fedaudit_cli(*args, cwd=None):
+    """``fedaudit ARGS`` in a subprocess (telemetry off): the finished process."""
     env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0")
     return subprocess.run([*FEDAUDIT, *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=600)
 
 
-def _execute(path: Path, cwd: Path):
+def execute_notebook(path: Path, cwd: Path):
+    """The notebook at ``path`` executed in ``cwd``: (the notebook with its outputs, the
+    CellExecutionError that stopped it or None)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -35,7 +38,8 @@ def _execute(path: Path, cwd: Path):
     return nb, None
 
 
-def _error_cell(nb):
+def error_cell(nb):
+    """(index, output) of the first cell whose output is an error; (None, None) if none."""
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":

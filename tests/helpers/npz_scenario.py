@@ -5,16 +5,19 @@ from pathlib import Path
 import numpy as np
 
 
-def _npz(path: Path, n: int = 120) -> None:
+def write_npz(path: Path, n: int = 120) -> None:
+    """``n`` 8x8 images of 3 classes as an .npz file (x, y)."""
     rng = np.random.default_rng(0)
     y = np.arange(n) % 3
     x = (rng.random((n, 8, 8)) * 0.3 + y[:, None, None] / 3).clip(0, 1).astype(np.float32)
     np.savez(path, x=x, y=y)
 
 
-def _scenario_file(folder: Path) -> Path:
+def write_scenario_file(folder: Path) -> Path:
+    """``folder``/mine.toml: a two-client, one-round scenario whose data path (mine.npz,
+    written beside it) is relative to the file."""
     folder.mkdir()
-    _npz(folder / "mine.npz")
+    write_npz(folder / "mine.npz")
     toml = folder / "mine.toml"
     toml.write_text('[scenario]\nname = "mine"\n[data]\ndataset = "npz"\npath = "mine.npz"\n'
                     '[federation]\nnum_clients = 2\nrounds = 1\n'

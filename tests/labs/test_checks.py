@@ -12,20 +12,20 @@ import pytest
 from fedaudit.labs import LabCheckError, todo
 from fedaudit.labs.checks.challenge import null_auc_sd
 
-from tests.helpers.labs import _error_cell, _execute
+from tests.helpers.labs import error_cell, execute_notebook
 from tests.labs.mistakes import (
-    _gnq_toy,
-    _grade,
-    _greedy_with,
-    _loss_results,
-    _px_bits,
-    _py,
-    _rank_exposure,
-    _roc_with,
-    _secrets_toy,
-    _server_results,
-    _spearman_toy,
-    _toy_roc,
+    gnq_toy,
+    greedy_with,
+    loss_results,
+    p_label,
+    px_bits,
+    rank_exposure,
+    roc_with,
+    secrets_toy,
+    server_results,
+    spearman_toy,
+    toy_leaderboard_line,
+    toy_roc,
 )
 
 
@@ -41,7 +41,7 @@ def test_a_todo_fails_its_check_with_the_todo_message():
                                             r"still has a TODO \(loss_scores"):
         loss_attack.loss_scores(unfinished)
     with pytest.raises(LabCheckError, match="not done yet"):
-        loss_attack.matches_fedaudit(todo("auc"), _loss_results(), 0.0)
+        loss_attack.matches_fedaudit(todo("auc"), loss_results(), 0.0)
 
 
 def test_loss_check_accepts_the_right_score_and_explains_wrong_ones():
@@ -68,21 +68,21 @@ def test_roc_check_catches_a_reversed_orientation():
     with pytest.raises(LabCheckError, match="higher means member"):
         loss_attack.roc_summary(lambda s, m: (roc_auc_score(m, -s), 0.0), scores, member)
     with pytest.raises(LabCheckError, match="AUC is 0.41: is your score oriented"):
-        loss_attack.matches_fedaudit(0.41, _loss_results(0.59), 0.0)
+        loss_attack.matches_fedaudit(0.41, loss_results(0.59), 0.0)
 
 
 def test_the_right_answers_pass_the_toy_cases(capsys):
     from fedaudit.labs.checks import challenge, gnq, loss_attack, server
 
-    loss_attack.loss_scores(lambda p, y: np.log(np.maximum(_py(p, y), 1e-30)))
-    loss_attack.roc_summary(_roc_with(lambda f, t: t[f <= 0.01].max()), *_toy_roc())
-    loss_attack.matches_fedaudit(0.6, _loss_results(), 0.0)
-    sv = _server_results()
+    loss_attack.loss_scores(lambda p, y: np.log(np.maximum(p_label(p, y), 1e-30)))
+    loss_attack.roc_summary(roc_with(lambda f, t: t[f <= 0.01].max()), *toy_roc())
+    loss_attack.matches_fedaudit(0.6, loss_results(), 0.0)
+    sv = server_results()
     server.server_auc(0.70, sv, client=1)
     server.gains(np.array([0.63 - 0.57, 0.70 - 0.59]), sv)
     server.fedmia_vs_loss({"loss": (0.66, 0.02), "fedmia": (0.64, 0.10)}, sv)
-    gnq.top_k_hits(2, _gnq_toy(), client=0, k=2)
-    challenge.beats_chance(_grade(0.57, 0.05))
+    gnq.top_k_hits(2, gnq_toy(), client=0, k=2)
+    challenge.beats_chance(toy_leaderboard_line(0.57, 0.05))
     _lab9_right_answers()
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 16 and all(line.startswith("ok  Task ") for line in out), out
@@ -92,20 +92,20 @@ def _lab9_right_answers():
     """Lab 9's right answers on the toy table and the toy run (8 checks)."""
     from fedaudit.labs.checks import secrets as sc
 
-    t = _secrets_toy()
-    sc.log_perplexity(lambda f, p, s: _px_bits(f, p, s), t.lm)
-    sc.exposure(_rank_exposure(lambda s, a: int((a <= s).sum())))
+    t = secrets_toy()
+    sc.log_perplexity(lambda f, p, s: px_bits(f, p, s), t.lm)
+    sc.exposure(rank_exposure(lambda s, a: int((a <= s).sum())))
     sc.exposures(t.expo, t.px, t.lm, t.results)
     sc.by_repeats({int(k): float(t.expo[t.sec.repeats == k].mean()) for k in (0, 1, 16)},
                   t.expo, t.lm, t.results)
     sc.server_view({int(k): float(t.expo0[t.mine & (t.sec.repeats == k)].mean())
                     for k in (0, 1, 16)}, t.expo0, t.px0, t.lm0, t.results)
-    greedy = _greedy_with(lambda lp, a: int(a[np.argmax(lp[a])]))
+    greedy = greedy_with(lambda lp, a: int(a[np.argmax(lp[a])]))
     sc.greedy(greedy)
     sc.extraction({v: m.decode(greedy(m.next_log_probs, t.sec.prefix, t.sec.alphabet, 2))
                    for v, m in (("global", t.lm), (0, t.lm0))},
                   {"global": t.lm, 0: t.lm0}, t.results)
-    sc.gnq_vs_exposure(_spearman_toy(t), t.results)
+    sc.gnq_vs_exposure(spearman_toy(t), t.results)
 
 
 def test_lab9_toy_cases_separate_the_mistakes_from_the_answer():
@@ -118,7 +118,7 @@ def test_lab9_toy_cases_separate_the_mistakes_from_the_answer():
         values = [sc._px_rule(m, sc.TOY_PREFIX, secret, r) for r in ("right", *sc._PX_MISTAKES)]
         assert min(abs(a - b) for i, a in enumerate(values) for b in values[i + 1:]) > 0.1
         # the right rule is Px by hand
-        assert values[0] == pytest.approx(_px_bits(m, sc.TOY_PREFIX, secret), abs=1e-12)
+        assert values[0] == pytest.approx(px_bits(m, sc.TOY_PREFIX, secret), abs=1e-12)
     # the first toy secret (Px 2, tied with two candidates: rank 4 of 8, 1 bit) separates
     # every exposure mistake whose message differs
     s = sc._TOY_SECRETS[0]
@@ -156,7 +156,7 @@ def test_a_failed_check_renders_as_its_message_alone():
     from fedaudit.labs.checks import loss_attack
 
     with pytest.raises(LabCheckError) as err:
-        loss_attack.loss_scores(lambda p, y: _py(p, y))
+        loss_attack.loss_scores(lambda p, y: p_label(p, y))
     assert err.value._render_traceback_() == [f"LabCheckError: {err.value}"]
 
 
@@ -188,9 +188,9 @@ def test_a_wrong_answer_in_a_notebook_shows_the_message_alone(tmp_path):
         "check.loss_scores(lambda proba, y: proba[np.arange(len(y)), y])")]
     path = tmp_path / "wrong.ipynb"
     nbformat.write(nb, path)
-    nb, error = _execute(path, tmp_path)
+    nb, error = execute_notebook(path, tmp_path)
     assert error is not None
-    _, out = _error_cell(nb)
+    _, out = error_cell(nb)
     assert out["ename"] == "LabCheckError"
     assert out["evalue"].startswith("Task 2.1: you return p_y (the confidence attack)")
     assert out["traceback"] == [f"LabCheckError: {out['evalue']}"], out["traceback"]

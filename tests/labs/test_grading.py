@@ -13,7 +13,7 @@ import pytest
 from fedaudit.labs.challenge import SubmissionError, grade, write_submission
 from fedaudit.labs.checks.challenge import null_auc_sd
 
-from tests.helpers.labs import _cli
+from tests.helpers.labs import fedaudit_cli
 
 
 def _key(path: Path, member: np.ndarray) -> Path:
@@ -64,7 +64,7 @@ def test_grading_reads_ids_in_any_order(key, tmp_path):
 def test_cli_grade_prints_a_leaderboard_line(key, tmp_path):
     path, member = key
     sub = write_submission(tmp_path / "alice.csv", np.arange(len(member)), member)
-    out = _cli("lab", "grade", str(sub), "--key", str(path), "--header")
+    out = fedaudit_cli("lab", "grade", str(sub), "--key", str(path), "--header")
     assert out.returncode == 0, out.stderr
     header, line = out.stdout.strip().splitlines()
     assert header == ("submission,tpr_at_1pct_fpr,auc,tpr_at_0p1pct_fpr,n_members,n_nonmembers,"
@@ -95,7 +95,7 @@ def test_cli_grade_rejects_bad_submissions(key, tmp_path, case):
     sub.write_text(text)
     with pytest.raises(SubmissionError, match=None):
         grade(sub, path)
-    out = _cli("lab", "grade", str(sub), "--key", str(path))
+    out = fedaudit_cli("lab", "grade", str(sub), "--key", str(path))
     assert out.returncode == 2
     assert out.stdout == ""
     err = out.stderr.strip()
@@ -105,23 +105,23 @@ def test_cli_grade_rejects_bad_submissions(key, tmp_path, case):
 
 def test_cli_grade_missing_files(key, tmp_path):
     path, _ = key
-    out = _cli("lab", "grade", str(tmp_path / "nope.csv"), "--key", str(path))
+    out = fedaudit_cli("lab", "grade", str(tmp_path / "nope.csv"), "--key", str(path))
     assert out.returncode == 2 and "no such submission file" in out.stderr
     sub = tmp_path / "s.csv"
     sub.write_text("id,score\n0,1\n")
-    out = _cli("lab", "grade", str(sub), "--key", str(tmp_path / "nokey.csv"))
+    out = fedaudit_cli("lab", "grade", str(sub), "--key", str(tmp_path / "nokey.csv"))
     assert out.returncode == 2 and "no such key file" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_cli_challenge_rejects_a_negative_seed(tmp_path):
-    out = _cli("lab", "challenge", "--seed", "-1", "--out", str(tmp_path))
+    out = fedaudit_cli("lab", "challenge", "--seed", "-1", "--out", str(tmp_path))
     assert out.returncode == 2 and "seed must be a non-negative integer" in out.stderr
     assert not any(tmp_path.iterdir())
 
 
 def test_cli_challenge_without_mnist_says_how_to_get_it(tmp_path):
-    out = _cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), cwd=tmp_path)
+    out = fedaudit_cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     err = out.stderr.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -130,6 +130,6 @@ def test_cli_challenge_without_mnist_says_how_to_get_it(tmp_path):
 
 
 def test_cli_challenge_rejects_unknown_data(tmp_path):
-    out = _cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), "--data", "svhn")
+    out = fedaudit_cli("lab", "challenge", "--seed", "1", "--out", str(tmp_path), "--data", "svhn")
     assert out.returncode == 2
     assert "--data 'svhn': allowed: mnist, digits, or a path to an .npz file" in out.stderr

@@ -19,7 +19,7 @@ from fedaudit.quant import (
     register_quantizer,
 )
 
-from tests.quant.weights import ALL_NAMES, INT_BITS, _bytes_equal, _model, _weights
+from tests.quant.weights import ALL_NAMES, INT_BITS, bytes_equal, random_weights, small_model
 
 # r_Qn assumes a FIXED grid (Aubinais et al.): the candidates are the finite set of
 # configurations reachable on it. With reference=R every tensor is rounded onto the
@@ -64,7 +64,7 @@ def _legacy_quantize_tensor(w: torch.Tensor, name: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", ALL_NAMES)
 def test_no_reference_is_bit_identical_to_own_grid(name):
-    sd = _model().state_dict()
+    sd = small_model().state_dict()
     expected = {k: _legacy_quantize_tensor(v, name) if is_quantized_tensor(k, v) else v for k, v in sd.items()}
     for out in (
         quantize(sd, name),
@@ -74,22 +74,22 @@ def test_no_reference_is_bit_identical_to_own_grid(name):
     ):
         assert list(out) == list(sd)
         for k in sd:
-            assert _bytes_equal(out[k], expected[k]), k
+            assert bytes_equal(out[k], expected[k]), k
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-        w = _weights(16, 200, dtype=dtype)
+        w = random_weights(16, 200, dtype=dtype)
         legacy = _legacy_quantize_tensor(w, name)
-        assert _bytes_equal(quantize_tensor(w, name), legacy)
-        assert _bytes_equal(quantize_tensor(w, name, reference=None), legacy)
-        assert _bytes_equal(quantize_tensor(w, name, reference=w.clone()), legacy)
+        assert bytes_equal(quantize_tensor(w, name), legacy)
+        assert bytes_equal(quantize_tensor(w, name, reference=None), legacy)
+        assert bytes_equal(quantize_tensor(w, name, reference=w.clone()), legacy)
         spec = quantizer_info(name)
-        assert _bytes_equal(spec(w), legacy) and _bytes_equal(spec(w, reference=w.clone()), legacy)
+        assert bytes_equal(spec(w), legacy) and bytes_equal(spec(w, reference=w.clone()), legacy)
 
 
 def _candidate_and_reference() -> tuple[torch.Tensor, torch.Tensor]:
     # float64 so the checks can be tight; W is 1.5x larger than R channel by channel on
     # average, so some of its values lie beyond the reference's range and must clamp
-    w = _weights(16, 200, seed=1, dtype=torch.float64) * 1.5
-    r = _weights(16, 200, seed=2, dtype=torch.float64)
+    w = random_weights(16, 200, seed=1, dtype=torch.float64) * 1.5
+    r = random_weights(16, 200, seed=2, dtype=torch.float64)
     return w, r
 
 
@@ -178,7 +178,7 @@ def test_fixed_grid_zero_reference_channel_gives_zero(name):
 
 
 def test_reference_validation():
-    sd = _model().state_dict()
+    sd = small_model().state_dict()
     ref = copy.deepcopy(sd)
     # extra keys and missing non-quantized keys are fine
     ref_ok = {k: v for k, v in ref.items() if is_quantized_tensor(k, v)} | {"extra": torch.ones(2)}
@@ -209,7 +209,7 @@ def test_reference_validation():
         quantize(sd, "ternary-sparse50", reference=nan)
     assert torch.equal(quantize(sd, "fp32", reference=nan)["fc.weight"], sd["fc.weight"])
 
-    w = _weights(4, 6)
+    w = random_weights(4, 6)
     with pytest.raises(ValueError, match=r"shape \(4, 5\)"):
         quantize_tensor(w, "int8", reference=torch.ones(4, 5))
     with pytest.raises(TypeError, match="torch.Tensor"):
@@ -232,7 +232,7 @@ def test_custom_quantizer_receives_reference():
             seen.append(reference is weight)
             return torch.full_like(weight, float(reference.abs().max()))
 
-        w, r = _weights(3, 4, seed=1), _weights(3, 4, seed=2) * 10
+        w, r = random_weights(3, 4, seed=1), random_weights(3, 4, seed=2) * 10
         assert torch.equal(quantize_tensor(w, name), torch.full_like(w, float(w.abs().max())))
         assert torch.equal(quantize_tensor(w, name, reference=r), torch.full_like(w, float(r.abs().max())))
         out = quantize({"fc.weight": w}, name, reference={"fc.weight": r})

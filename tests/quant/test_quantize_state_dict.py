@@ -10,18 +10,18 @@ import torch
 
 from fedaudit.quant import is_quantized_tensor, quantize, quantizer_info
 
-from tests.quant.weights import ALL_NAMES, INT_BITS, _levels, _model
+from tests.quant.weights import ALL_NAMES, INT_BITS, level_count, small_model
 
 
 def test_selection_rule():
-    sd = _model().state_dict()
+    sd = small_model().state_dict()
     selected = {k for k, v in sd.items() if is_quantized_tensor(k, v)}
     assert selected == {"conv.weight", "emb.weight", "fc.weight"}
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)
 def test_state_dict_roundtrip_every_quantizer(name):
-    model = _model()
+    model = small_model()
     sd = model.state_dict()
     before = copy.deepcopy(sd)
     out = quantize(sd, name)
@@ -46,7 +46,7 @@ def test_state_dict_roundtrip_every_quantizer(name):
         max_levels = 2 ** spec.bits - 1 if name in INT_BITS else 3
         for k in quantized:
             rows = out[k].reshape(out[k].shape[0], -1)
-            assert all(_levels(r) <= max_levels for r in rows), k
+            assert all(level_count(r) <= max_levels for r in rows), k
             assert not torch.equal(out[k], sd[k]), k
 
     model.load_state_dict(out, strict=True)
@@ -56,7 +56,7 @@ def test_state_dict_roundtrip_every_quantizer(name):
 
 
 def test_fp32_is_identity_copy():
-    sd = _model().state_dict()
+    sd = small_model().state_dict()
     out = quantize(sd, "fp32")
     assert all(torch.equal(out[k], sd[k]) for k in sd)
     out["fc.weight"].add_(1.0)

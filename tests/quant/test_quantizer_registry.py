@@ -19,7 +19,7 @@ from fedaudit.quant import (
 )
 
 from tests.helpers.paths import ROOT
-from tests.quant.weights import BUILTIN, _weights
+from tests.quant.weights import BUILTIN, random_weights
 
 
 def test_core_does_not_import_flower():
@@ -51,7 +51,7 @@ def test_quantizer_info_resolves_general_sparse(pct):
     assert spec.name == f"ternary-sparse{pct}"
     assert spec.bits == TERNARY_BITS
     assert spec.sparsity == pct / 100
-    w = _weights(4, 100)
+    w = random_weights(4, 100)
     q = spec(w).double()
     assert ((q == 0).sum(dim=1) >= pct).all()  # 100 entries per channel: pct% pruned
     # the scale is the mean |W| over exactly the 100 - pct largest magnitudes
@@ -70,7 +70,7 @@ def test_unknown_quantizer_lists_allowed_names(bad):
         assert name in str(err.value)
     assert "ternary-sparseXX" in str(err.value)
     with pytest.raises(ValueError):
-        quantize({"w.weight": _weights(2, 3)}, bad)
+        quantize({"w.weight": random_weights(2, 3)}, bad)
 
 
 def test_register_quantizer_adds_one_function():
@@ -82,7 +82,7 @@ def test_register_quantizer_adds_one_function():
             return weight / 2
 
         assert quantizer_info(name).bits == 16.0 and quantizer_info(name).sparsity == 0.0
-        sd = {"fc.weight": _weights(3, 4), "fc.bias": torch.ones(3)}
+        sd = {"fc.weight": random_weights(3, 4), "fc.bias": torch.ones(3)}
         out = quantize(sd, name)
         assert torch.equal(out["fc.weight"], sd["fc.weight"] / 2)
         assert torch.equal(out["fc.bias"], sd["fc.bias"])

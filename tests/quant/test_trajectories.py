@@ -11,7 +11,7 @@ import torch
 
 from fedaudit.quant import distinct_candidates, quantize, quantize_trajectory
 
-from tests.quant.weights import INT_BITS, _bytes_equal, _model
+from tests.quant.weights import INT_BITS, bytes_equal, small_model
 
 
 def test_distinct_candidates():
@@ -33,7 +33,7 @@ def test_distinct_candidates():
 def test_distinct_candidates_on_quantized_trajectory():
     # Checkpoints that did not move (e.g. rounds without accepted updates) collapse; a
     # moved one does not.
-    model = _model()
+    model = small_model()
     sd0 = model.state_dict()
     sd1 = {k: v.clone() for k, v in sd0.items()}
     sd1["fc.weight"] = sd1["fc.weight"] * 3
@@ -109,16 +109,16 @@ def test_quantize_trajectory_default_reference_is_last(name):
     assert first == distinct_candidates(everything)
     assert len(candidates) == len(first)
     for cand, t in zip(candidates, first):
-        assert all(_bytes_equal(cand[k], everything[t][k]) for k in cand)
+        assert all(bytes_equal(cand[k], everything[t][k]) for k in cand)
     # an explicit reference equal to the last checkpoint changes nothing
     cands2, first2 = quantize_trajectory(tuple(traj), name, reference=copy.deepcopy(traj[-1]))
     assert first2 == first
-    assert all(_bytes_equal(a[k], b[k]) for a, b in zip(cands2, candidates) for k in a)
+    assert all(bytes_equal(a[k], b[k]) for a, b in zip(cands2, candidates) for k in a)
     # the released model's own candidate is its ordinary (own-grid) quantization
-    assert all(_bytes_equal(everything[-1][k], v) for k, v in quantize(traj[-1], name).items())
+    assert all(bytes_equal(everything[-1][k], v) for k, v in quantize(traj[-1], name).items())
     if name != "fp32":  # another reference gives another grid
         other = quantize_trajectory(traj, name, reference=traj[0])[0]
-        assert not all(_bytes_equal(a[k], b[k]) for a, b in zip(other, candidates) for k in a)
+        assert not all(bytes_equal(a[k], b[k]) for a, b in zip(other, candidates) for k in a)
 
 
 def test_quantize_trajectory_validation():

@@ -12,13 +12,15 @@ ALL_NAMES = BUILTIN + ["ternary-sparse37"]  # plus one resolved, unregistered sp
 INT_BITS = {"int8": 8, "int4": 4, "int2": 2}
 
 
-def _weights(rows: int = 16, cols: int = 200, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
+def random_weights(rows: int = 16, cols: int = 200, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
+    """A (rows, cols) weight whose channels (rows) have distinct magnitudes."""
     g = torch.Generator().manual_seed(seed)
     # distinct per-channel magnitudes so a scale computed over the wrong axis shows up
     return (torch.randn(rows, cols, generator=g) * torch.linspace(0.1, 3.0, rows)[:, None]).to(dtype)
 
 
-def _levels(row: torch.Tensor) -> int:
+def level_count(row: torch.Tensor) -> int:
+    """How many distinct values a quantized channel holds."""
     return int(torch.unique(row).numel())
 
 
@@ -38,7 +40,9 @@ class _Net(nn.Module):
         return self.fc(torch.cat([h, self.emb(tokens).mean(dim=1)], dim=1))
 
 
-def _model() -> _Net:
+def small_model() -> _Net:
+    """A seeded model with a convolution, GroupNorm, an embedding, a linear layer and integer
+    buffers: what quantize() must and must not touch."""
     torch.manual_seed(0)
     model = _Net()
     with torch.no_grad():  # non-trivial norm parameters, so "untouched" is a real check
@@ -47,7 +51,7 @@ def _model() -> _Net:
     return model
 
 
-def _bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-identical (torch.equal would accept -0.0 == 0.0)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
