@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["check_writes", "parse_path", "snapshot", "written_paths"]
+__all__ = ["check_declared", "check_writes", "parse_path", "snapshot", "written_paths"]
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\[\])?")
 #: the one path every stage may append to
@@ -42,6 +42,19 @@ def parse_path(path: str) -> tuple[str, ...]:
                              "digits, _ and -) optionally followed by []")
         out += [part[:-2], "[]"] if part.endswith("[]") else [part]
     return tuple(out)
+
+
+def check_declared(owner: str, writes: Any) -> None:
+    """A registration's ``writes``: a tuple of paths in the syntax above; ``TypeError``
+    naming ``owner`` (``stage 'x'``, ``target kind 'y'``) otherwise."""
+    if isinstance(writes, str):
+        raise TypeError(f"{owner}: writes must be a tuple of results.json paths, got the "
+                        f"string {writes!r}")
+    for path in writes:
+        try:
+            parse_path(path)
+        except ValueError as exc:
+            raise TypeError(f"{owner}: writes: {exc}") from None
 
 
 def _text(path: tuple[str, ...]) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedaudit.registry import registered, registry_of
-from fedaudit.scenario.declare import (PluginKeys, declared_tables, entry_tables, key,
+from fedaudit.scenario.declare import (PluginKeys, entry_tables, key,
                                        plugin_keys)
 
 __all__ = [

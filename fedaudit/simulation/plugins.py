@@ -35,24 +35,17 @@ class PluginEntry:
 
 
 def _client_registries() -> dict[str, Any]:
-    """Every registry: the clients use datasets, models, kernels and defenses, and
-    validate the scenario they receive (attack, quantizer and target names, the tables of
-    audit stages)."""
-    from attacks import ATTACKS
-    from fedaudit.audit.stages import STAGES
-    from fedaudit.audit.targets import TARGETS
-    from fedaudit.data import DATASETS
-    from fedaudit.defenses import DEFENSES
-    from fedaudit.gnq.kernels import KERNELS
-    from fedaudit.models import MODELS
-    from fedaudit.probes import PROBES
-    from fedaudit.probes.aggregation import AGGREGATIONS
-    from fedaudit.quant import QUANTIZERS
+    """Every registry: the scenario's (:func:`fedaudit.config.schema.registries`, which the
+    clients need to validate the scenario they receive) and the GNQ kernels (their
+    training)."""
+    import dataclasses
 
-    return {"datasets": DATASETS, "models": MODELS, "kernels": KERNELS,
-            "quantizers": QUANTIZERS, "attacks": ATTACKS, "defenses": DEFENSES,
-            "targets": TARGETS, "stages": STAGES, "probes": PROBES,
-            "aggregations": AGGREGATIONS}
+    from fedaudit.config.schema import registries
+    from fedaudit.gnq.kernels import KERNELS
+
+    regs = registries()
+    return {**{f.name: getattr(regs, f.name) for f in dataclasses.fields(regs)},
+            "kernels": KERNELS}
 
 
 def _code_of(key: Any, obj: Any) -> list[Any]:

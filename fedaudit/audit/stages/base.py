@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fedaudit.audit.writes import check_writes, parse_path, snapshot
+from fedaudit.audit.writes import check_declared, check_writes, snapshot
 from fedaudit.options import Field
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
@@ -82,14 +82,7 @@ def _check(name: str, stage: Any, meta: dict) -> None:
         if bad:
             raise TypeError(f"stage {name!r}: option {table}.{bad[0]} must be a "
                             "fedaudit.options.Field (see fedaudit.options.option)")
-    if isinstance(stage.writes, str):
-        raise TypeError(f"stage {name!r}: writes must be a tuple of results.json paths, "
-                        f"got the string {stage.writes!r}")
-    for path in stage.writes:
-        try:
-            parse_path(path)
-        except ValueError as exc:
-            raise TypeError(f"stage {name!r}: writes: {exc}") from None
+    check_declared(f"stage {name!r}", stage.writes)
 
 
 #: name -> stage

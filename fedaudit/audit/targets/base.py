@@ -21,7 +21,7 @@ import torch
 
 from attacks.membership.reference_signals import ReferenceSignals
 from attacks.membership.registry import needs_references, server_view, trains_references
-from fedaudit.audit.writes import parse_path
+from fedaudit.audit.writes import check_declared
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
 
@@ -97,14 +97,7 @@ class TargetKind:
 def _check(name: str, kind: Any, meta: dict) -> None:
     if not isinstance(kind, TargetKind):
         raise TypeError(f"target kind {name!r} must be a TargetKind instance")
-    if isinstance(kind.writes, str):
-        raise TypeError(f"target kind {name!r}: writes must be a tuple of results.json "
-                        f"paths, got the string {kind.writes!r}")
-    for path in kind.writes:
-        try:
-            parse_path(path)
-        except ValueError as exc:
-            raise TypeError(f"target kind {name!r}: writes: {exc}") from None
+    check_declared(f"target kind {name!r}", kind.writes)
 
 
 #: name -> target kind, in registration order (the order the attacks stage runs them)
