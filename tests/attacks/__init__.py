@@ -1,2 +1,3 @@
-"""The membership attacks (attacks/), the oracle, the ROC metrics (fedaudit.metrics), the
-reference models and the reference protocol."""
+"""The attacks (attacks/): membership inference (the oracle, Res-MIA, the baselines, the
+reference attacks and their protocol, the ROC metrics of fedaudit.metrics) and what the
+server holds of a client's round for the attacks on updates (attacks.update_case)."""
