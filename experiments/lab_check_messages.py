@@ -1,6 +1,6 @@
 """The labs' "mistake -> message" table (docs/validation.md section 11).
 
-Feeds every mistake listed in ``tests/test_labs.py`` (``MISTAKES``: the task, the mistake,
+Feeds every mistake listed in ``tests/labs/mistakes.py`` (``MISTAKES``: the task, the mistake,
 the student's code or value) to its check, with whichever ``fedaudit`` is importable, and
 prints one markdown row per mistake: what the check said (``passes`` when it let the
 mistake through).  Run it once against a checkout before a change and once after::
@@ -18,7 +18,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent.parent / "tests" / "test_labs.py"
+TESTS = Path(__file__).resolve().parent.parent / "tests" / "labs" / "mistakes.py"
 
 
 def _mistakes():

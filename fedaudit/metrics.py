@@ -28,7 +28,7 @@ tolerance is needed.
 Computation: numpy, mirroring scikit-learn 1.9.1 (``sklearn/metrics/_ranking.py``:
 ``confusion_matrix_at_thresholds``, ``roc_curve``, ``auc``) operation for operation, so
 every value is bit-identical to ``roc_curve`` and ``roc_auc_score`` (which, for binary
-labels, is ``auc(*roc_curve(y, s)[:2])``). ``tests/test_metrics.py`` holds them equal
+labels, is ``auc(*roc_curve(y, s)[:2])``). ``tests/attacks/test_metrics.py`` holds them equal
 (``==``, bitwise) on thousands of random cases, so a scikit-learn that rounds differently
 is caught there. Why not call scikit-learn: its input validation (``type_of_target``,
 ``check_array``, parameter checks) cost 2.5-4 ms per call at n = 40 (still 2 ms under

@@ -1,3 +1,9 @@
+"""What every test has: a private reference-model cache, the thread count of
+``FEDAUDIT_TEST_THREADS``, and the fixtures used across folders (one torch thread, a
+Flower task identity).  Code the tests share is in ``helpers/``; this conftest is
+``tests.conftest`` (every folder is a package: two test modules of the same name in
+different folders never collide)."""
+
 import os
 import tempfile
 
@@ -7,8 +13,6 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # (and the runs it starts in subprocesses) never writes to the user's cache
 os.environ["FEDAUDIT_CACHE"] = tempfile.mkdtemp(prefix="fedaudit-test-cache-")
 
-
-import json
 
 import pytest
 
@@ -23,23 +27,6 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(int(threads))
-
-
-class FixedOracle:
-    """An oracle that returns fixed probabilities: row ``x[i]`` of ``proba`` for sample i
-    (the tests pass row indices as samples), counting queries like the real one."""
-
-    def __init__(self, proba):
-        import numpy as np
-
-        self.proba = np.asarray(proba, dtype=np.float64)
-        self.queries = 0
-
-    def predict_proba(self, x):
-        import numpy as np
-
-        self.queries += len(x)
-        return self.proba[np.asarray(x, dtype=int)]
 
 
 def _single_thread():
@@ -65,17 +52,3 @@ def identity():
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 0
     yield
     TaskIdentity.task_id = TaskIdentity.run_id = TaskIdentity.node_id = None
-
-
-def result_numbers(res: dict) -> str:
-    """results.json as canonical JSON without what may differ between identical runs
-    (timings and the run directory)."""
-    res = json.loads(json.dumps(res, default=str))
-    for key in ("timing", "run_dir"):
-        res.pop(key, None)
-    for m in res.get("attacks", {}).values():
-        m.pop("seconds_per_sample", None)
-    for q in res.get("quantization", []):
-        for m in q["attacks"].values():
-            m.pop("seconds_per_sample", None)
-    return json.dumps(res, sort_keys=True)

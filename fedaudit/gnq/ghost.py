@@ -62,7 +62,7 @@ def gram(X: torch.Tensor) -> torch.Tensor:
     float64 accumulation does (3e-6).  Only this B^2 n product is float64: the rows
     themselves (activations, output gradients, per-sample gradients, whose computation is
     the B n T part of the cost) stay in X's dtype, accurate enough as
-    tests/test_gnq_precision.py checks against the float64 reference.
+    tests/gnq/test_gnq_precision.py checks against the float64 reference.
     """
     if X.dtype == torch.float64:
         return X @ X.T

@@ -19,7 +19,7 @@ to a real node:
 
 Replies are sorted by client before ``aggregate_train`` (as the auditing strategy sorts the
 target's), so the aggregate never depends on arrival order: both runners give the same
-bits on CPU (tests/test_reference_protocol.py,
+bits on CPU (tests/e2e/test_reference_runs.py,
 ``test_grid_and_driver_trained_references_are_identical``).  A failed reply is left out as
 Flower's strategies leave it out; a round whose aggregate is empty keeps the model, as
 Flower's ``Strategy.start`` does.

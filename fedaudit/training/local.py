@@ -259,7 +259,7 @@ def dp_clipped_gnq(grad_samples: list[torch.Tensor], clip_norm: float,
     Scale: with ``loss_reduction="mean"`` Opacus multiplies the captured output gradients
     by the batch size before forming grad_sample, so each row is the gradient of that
     sample's OWN loss (sum reduction), the convention GNQ is defined with (docs/algorithms.md section 1);
-    tests/test_defense.py checks it against ``gnq_scores(method="naive")``.
+    tests/defenses/test_client_gnq.py checks it against ``gnq_scores(method="naive")``.
 
     Args:
         grad_samples: per-parameter (B, ...) per-sample gradients (``DPOptimizer.grad_samples``).

@@ -29,7 +29,7 @@ from scipy.stats import spearmanr
 from fedaudit.labs.checks import (EXACT_REL, SCORE_TOL, as_array, as_number, call, close,
                                   direction, fail, ok)
 from fedaudit.labs.todo import require
-# the toy cases and the mistakes' rules (tests/test_labs.py reads them from here too)
+# the toy cases and the mistakes' rules (tests/labs/test_checks.py reads them from here too)
 from fedaudit.labs.checks.secrets_toys import (  # noqa: F401
     _EXPOSURE_MISTAKES, _GREEDY_MISTAKES, _LN2, _OFF_BY_ONE, _PX_MISTAKES, _TOY_PX,
     _TOY_SECRETS, PX_TOL, TOY_ALPHABET, TOY_PREFIX, TOY_V, ToyModel, _as_dict, _bounds,

@@ -1,0 +1,1 @@
+"""Data (fedaudit.data): splits, partitioners, loaders, canaries, text."""

@@ -1,0 +1,50 @@
+"""A run (Flower + Ray) shows the stage, the target kind, the defense and the probe that
+tests/helpers/extension.py registers from outside the package: results.json, scores.npz
+and the report."""
+
+import numpy as np
+
+import fedaudit
+from fedaudit.config import from_toml
+from fedaudit.data import build_federated_data
+from fedaudit.models import model_for
+from fedaudit.rundir import load_checkpoint
+from fedaudit.rundir.layout import client_model_path
+
+from tests.helpers.extension import extensions  # noqa: F401 (a fixture)
+
+
+def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
+    run = fedaudit.run(
+        {"scenario": {"name": "ext"},
+         "data": {"max_samples": 400},
+         "federation": {"num_clients": 2, "rounds": 1},
+         "model": {"name": "mlp", "width": 4},
+         "audit.gnq": {"client": False},
+         "audit.quantization": {"enabled": False},
+         "attack": {"methods": ["loss"], "targets": ["global", "ext-first-round", "clients"]},
+         "defense": {"kind": "ext-clip", "clip_norm": 10.0},
+         "audit.ext_round_loss": {"round": 1}},
+        out=tmp_path, progress=False)
+    res = run.results
+    assert res["defense"]["kind"] == "ext-clip"
+    # one round: the global model after round 1 is the final one, so all three agree
+    auc = res["attacks"]["loss"]["auc"]
+    assert res["ext_first_round"]["loss"]["auc"] == auc
+    assert res["ext_round_loss"] == {"round": 1, **res["ext_first_round"]["loss"]}
+    scores = run.scores()
+    targets = set(np.asarray(scores["target"]).tolist())
+    assert targets == {"global", "ext-first-round:1", "ext-round-loss:1", "client-model:r1"}
+    # the probe: one number per client and round, checked against the kept client models
+    # and the initial global model (float32 weights, differences taken in float64: exact)
+    (entry,) = res["probes"]["ext-update-max"]
+    assert entry["round"] == 1 and sorted(entry["per_client"]) == ["0", "1"]
+    scenario = from_toml((run.dir / "scenario.toml").read_text(encoding="utf-8"))
+    start = model_for(scenario.model, build_federated_data(scenario),
+                      seed=scenario.seed).state_dict()  # the initial global model
+    for c, value in entry["per_client"].items():
+        sent = load_checkpoint(client_model_path(run.dir, 1, int(c)))
+        assert value == max(float((sent[k].double() - v.double()).abs().max())
+                            for k, v in start.items())
+    html = run.report().read_text(encoding="utf-8")
+    assert "LOSS on one round" in html and f"AUC {res['ext_round_loss']['auc']:.3f}" in html

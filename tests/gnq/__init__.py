@@ -1,0 +1,2 @@
+"""Gradient uniqueness (fedaudit.gnq): ghost kernels against the naive reference,
+precision, the auditor."""

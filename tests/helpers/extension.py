@@ -1,0 +1,117 @@
+"""What a newcomer writes outside the package: a new audit stage, a new attack target kind, a
+new defense, a new server-side probe and an aggregation that shows the server only the
+aggregate, each a small class registered by the ``extensions`` fixture (no file of the
+package edited).  tests/audit/test_extension.py checks what validation makes of them,
+tests/e2e/test_extension_run.py a run that shows them."""
+
+import numpy as np
+import pytest
+
+from fedaudit.audit import STAGES, TARGETS, Stage, Target, TargetKind, attack
+from fedaudit.audit import register_stage, register_target
+from fedaudit.defenses import DEFENSES, register_defense
+from fedaudit.defenses.clip import UpdateClipping
+from fedaudit.options import option
+from fedaudit.probes import AGGREGATE, PROBES, Probe, register_probe
+from fedaudit.probes.aggregation import AGGREGATIONS, Aggregation, register_aggregation
+
+
+class FirstRound(TargetKind):
+    """The global model after round 1, attacked like the final one."""
+
+    name = "ext-first-round"
+    describe = "the global model after round 1"
+    writes = ("ext_first_round",)
+
+    def targets(self, ctx):
+        return [Target("ext-first-round:1", self.name, lambda: ctx.trajectory.state(1),
+                       ("loss",), per_client=False, round=1)]
+
+    def record(self, ctx, results):
+        (res,) = results
+        ctx.results["ext_first_round"] = res.metrics()
+        return res.rows
+
+
+class RoundLoss(Stage):
+    """LOSS against the global model of one given round (its own scenario table)."""
+
+    name = "ext-round-loss"
+    options = {"audit.ext_round_loss": {
+        "round": option(int, 1, "the round whose global model LOSS attacks", min=1)}}
+    writes = ("ext_round_loss",)
+
+    def enabled(self, scenario):
+        return scenario.attack.enabled
+
+    def check(self, scenario):
+        r = scenario.stages["audit.ext_round_loss"]["round"]
+        if r > scenario.federation.rounds:
+            return f"audit.ext_round_loss.round = {r}: the run has {scenario.federation.rounds}"
+        return None
+
+    def run(self, ctx):
+        r = ctx.scenario.stages["audit.ext_round_loss"]["round"]
+        res = attack(ctx, Target(f"ext-round-loss:{r}", "ext-round", lambda: ctx.trajectory.state(r),
+                                 ("loss",), per_client=False, round=r))
+        ctx.results["ext_round_loss"] = {"round": r, **res.metrics()["loss"]}
+        ctx.scores += res.rows
+
+
+class ExtClip(UpdateClipping):
+    """Server-side update clipping under a kind of its own."""
+
+    kind = "ext-clip"
+
+
+class UpdateMax(Probe):
+    """The largest coordinate of each client's update |w_c - w_global|, per round: one number
+    per client per round in rounds.jsonl, all rounds in results.json ``probes``."""
+
+    name = "ext-update-max"
+    describe = "the largest |coordinate| of each client's update"
+    key = "always"
+
+    @classmethod
+    def enabled(cls, scenario):
+        return True
+
+    def on_round(self, view, record):
+        record.entry("ext_update_max", {str(r.client): float(np.abs(r.flat_update).max())
+                                        for r in view.replies})
+
+    @classmethod
+    def summary(cls, rounds):
+        return [{"round": rec["round"], "per_client": rec["ext_update_max"]} for rec in rounds]
+
+
+#: secure aggregation as far as validation is concerned: the server sees the aggregate only
+MASKED = Aggregation("ext-masked", "the server receives only the sum of the updates",
+                     frozenset({AGGREGATE}))
+
+
+def round_loss_section(run):
+    """The stage's report section: its AUC, from results.json."""
+    entry = run.results.get("ext_round_loss")
+    return "" if entry is None else f"<p>LOSS on round {entry['round']}: AUC {entry['auc']:.3f}</p>"
+
+
+@pytest.fixture()
+def extensions():
+    """Register the stage, target kind, defense, report section, probe and aggregation
+    above for one test, and unregister them afterwards."""
+    from fedaudit.report.sections import register_section, unregister_section
+
+    register_target(FirstRound)
+    register_stage(RoundLoss)
+    register_defense(ExtClip)
+    register_section("ext-round-loss", "LOSS on one round", html=round_loss_section)
+    register_probe(UpdateMax)
+    register_aggregation(MASKED)
+    yield
+    TARGETS.unregister(FirstRound.name)
+    STAGES.unregister(RoundLoss.name)
+    DEFENSES.unregister(ExtClip.kind)
+    PROBES.unregister(UpdateMax.name)
+    AGGREGATIONS.unregister(MASKED.name)
+    unregister_section("ext-round-loss")

@@ -1,0 +1,1 @@
+"""Post-training quantization and r_Qn (fedaudit.quant)."""

@@ -1,0 +1,2 @@
+"""Planted secrets (fedaudit.secrets, fedaudit.data.secrets): exposure, extraction,
+planting."""
