@@ -51,9 +51,9 @@ class UpdateJob:
     label_methods: tuple[str, ...]
     #: reconstruction attacks to run
     methods: tuple[str, ...]
-    #: "guess" (the first label method's) or "true" (the client's labels: an upper bound)
+    #: "guess" (the first label method's) or "given" (the client's true labels: an upper bound)
     labels_from: str
-    #: the true labels of the client's samples (used only when ``labels_from == "true"``)
+    #: the true labels of the client's samples (used only when ``labels_from == "given"``)
     true_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     budget: Any = None
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -107,7 +107,7 @@ def run_update_job(job: UpdateJob) -> CaseResult:
             seconds[name] = time.perf_counter() - t0
         if job.methods:
             labels = (np.sort(np.asarray(job.true_labels, dtype=np.int64))
-                      if job.labels_from == "true"
+                      if job.labels_from == "given"
                       else _label_array(guesses[job.label_methods[0]].counts))
             for name in job.methods:
                 t0 = time.perf_counter()

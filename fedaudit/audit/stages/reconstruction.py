@@ -9,7 +9,7 @@ model and wrote the training recipe. It knows each client's update as received, 
 global model the client started from, the architecture, the loss, and the ``[train]``
 recipe (learning rate, momentum, weight decay, local epochs, batch size) with the
 client's reported ``num_examples``; it does not know the client's data, labels or the
-order of its batches. ``labels = "true"`` hands the reconstructions the client's true
+order of its batches. ``labels = "given"`` hands the reconstructions the client's true
 labels instead of the label attack's guess: an upper bound, said so in the results.
 
 Ground truth: a client trains on all of its partition each round (full local epochs), so
@@ -46,7 +46,7 @@ THREAT_MODEL = {
     "knows": ["each selected client's update as received", "the global model it started "
               "from", "the architecture and the loss", "[train]: lr, momentum, weight decay, "
               "local epochs, batch size", "the client's reported num_examples"],
-    "does_not_know": ["the client's samples", "their labels (unless labels = 'true')",
+    "does_not_know": ["the client's samples", "their labels (unless labels = 'given')",
                       "the order of its batches"],
 }
 
@@ -71,8 +71,8 @@ TABLE = {
                       "[] for label leakage alone", item_types=(str,),
                       item_choices=registered("reconstruction")),
     "labels": option(str, "guess", "the labels the reconstructions get: guess (the first "
-                     "label method's) or true (the client's: an upper bound)",
-                     choices=("guess", "true")),
+                     "label method's) or given (the client's true labels: an upper bound)",
+                     choices=("guess", "given")),
     "clients": option(list, [], "clients whose updates are attacked ([] = every client)",
                       item_types=(int,)),
     "rounds": option((str, list), "first", "rounds attacked: first, last, all or a list",
@@ -137,7 +137,7 @@ class Reconstruction(Stage):
         t = scenario.stages["reconstruction"]
         if t["methods"] and t["labels"] == "guess" and not t["label_methods"]:
             return ("reconstruction.labels = 'guess' needs a label method: list one in "
-                    "reconstruction.label_methods, or set reconstruction.labels = 'true'")
+                    "reconstruction.label_methods, or set reconstruction.labels = 'given'")
         if not t["methods"] and not t["label_methods"]:
             return "reconstruction.enabled = true lists no attack (methods, label_methods)"
         bad = [c for c in t["clients"] if not 0 <= c < scenario.federation.num_clients]
@@ -251,7 +251,7 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
     if rows["image"]:
         atomic_save_npz(ctx.run_dir / RECONSTRUCTIONS_NAME,
                         **{k: np.concatenate(v) for k, v in rows.items()})
-    labels_from = ("the client's true labels (an upper bound)" if t["labels"] == "true" else
+    labels_from = ("the client's true labels (an upper bound)" if t["labels"] == "given" else
                    f"the guess of {t['label_methods'][0]}")
     return {"methods": list(t["methods"]), "threat_model": THREAT_MODEL,
             "labels_from": labels_from,
