@@ -79,6 +79,10 @@ class LabelGuess:
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
 
+    def __reduce__(self) -> tuple:
+        # a mappingproxy does not pickle; a guess travels to and from the run's Ray actors
+        return LabelGuess, (np.array(self.counts), dict(self.info))
+
     @property
     def num_samples(self) -> int:
         return int(self.counts.sum())

@@ -5,13 +5,17 @@ scored against the client's true samples of the round -- the audit's ground trut
 no attack sees.
 
 A job (:class:`UpdateJob`) is a plain, picklable value and :func:`run_update_job` a plain
-function of it, so a runner may ship jobs to other processes (Ray workers); each job runs
-with one torch thread, so its result does not depend on where it ran.
+function of it, so a runner (:data:`UpdateJobRunner`) may ship jobs to other processes: the
+run's Ray actors through its Flower grid
+(:func:`fedaudit.simulation.update_attack_jobs.update_job_runner`), or this process
+(:func:`run_in_process`).  Each job runs with one torch thread and its own seed, so its
+result does not depend on where or in which order it ran.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +25,8 @@ import torch
 from attacks.update_case import LocalTraining, UpdateCase
 from fedaudit.scenario import Scenario
 
-__all__ = ["CaseResult", "UpdateJob", "local_training", "run_update_job"]
+__all__ = ["CaseResult", "UpdateJob", "UpdateJobRunner", "local_training", "run_in_process",
+           "run_update_job"]
 
 
 def local_training(scenario: Scenario, num_examples: int) -> LocalTraining:
@@ -118,3 +123,22 @@ def run_update_job(job: UpdateJob) -> CaseResult:
         return CaseResult(job.client, job.round, guesses, recs, seconds)
     finally:
         torch.set_num_threads(threads)
+
+
+#: runs update jobs: the jobs in, ``(position in jobs, CaseResult or the one-line error of
+#: a job that failed)`` out as each finishes, in any order
+UpdateJobRunner = Callable[[Sequence[UpdateJob]], Iterator[tuple[int, "CaseResult | str"]]]
+
+
+def job_error(exc: BaseException) -> str:
+    """The one line a failed job leaves in results.json's notes."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def run_in_process(jobs: Sequence[UpdateJob]) -> Iterator[tuple[int, CaseResult | str]]:
+    """The :data:`UpdateJobRunner` of this process: one job after another."""
+    for i, job in enumerate(jobs):
+        try:
+            yield i, run_update_job(job)
+        except Exception as exc:  # noqa: BLE001 - a failed job is a note, not a failed run
+            yield i, job_error(exc)

@@ -29,7 +29,8 @@ import numpy as np
 
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
-from fedaudit.audit.update_attacks import CaseResult, UpdateJob, run_update_job
+from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
+from fedaudit.audit.update_attacks import CaseResult, UpdateJob, UpdateJobRunner, run_in_process
 from fedaudit.options import option
 from fedaudit.probes.client_updates import kept_cases, load_case
 from fedaudit.registry import registered
@@ -85,6 +86,11 @@ TABLE = {
     "lr": option(float, 0.0, "step size of the optimiser on the dummy data (0 = each "
                  "attack's own default: Adam 0.1, L-BFGS 1)", min=0.0),
     "seed": option(int, 0, "seed of the dummy data's initialisation", min=0),
+    "runtime": option(str, "auto", "where the (client, round) jobs run: grid (the run's Ray "
+                      "actors, federation.client_resources, several at once), driver (the "
+                      "ServerApp's process, one after another), auto (grid in simulation, "
+                      "driver when deployed); the results are the same",
+                      choices=("auto", "grid", "driver")),
 }
 
 
@@ -181,18 +187,46 @@ class Reconstruction(Stage):
                                   methods, t["labels"], _true(ctx, case.client)[2],
                                   budget, options, t["seed"]))
         t0 = time.perf_counter()
-        results = []
-        for i, job in enumerate(jobs):
-            ctx.progress.step("reconstruction", i, len(jobs),
-                              f"client {job.client}, round {job.round}")
-            results.append(run_update_job(job))
-        ctx.progress.step("reconstruction", len(jobs), len(jobs), "done")
+        runner = ctx.update_runner or run_in_process
+        results, cached = _run_jobs(ctx, runner, jobs, notes)
         seconds = time.perf_counter() - t0
         prior = ctx.data.x[ctx.data.train].mean(axis=0)
         ctx.results["label_leakage"] = _label_results(ctx, t, results)
+        ctx.results["label_leakage"]["notes"] = [n for n in notes if "failed" in n]
         if t["methods"]:
             ctx.results["reconstruction"] = _reconstruction_results(ctx, t, results, prior,
                                                                     budget, seconds, notes)
+            ctx.results["reconstruction"]["cache"] = {"from_cache": cached,
+                                                      "dir": str(cache_dir())}
+            ctx.results["reconstruction"]["ran_on"] = getattr(
+                runner, "where", "the ServerApp's process, one job after another")
+
+
+def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob],
+              notes: list[str]) -> tuple[list[CaseResult], int]:
+    """Each job's result, from the cache or from the run's job runner (cached as each
+    finishes, so an interrupted audit keeps what it computed), in the jobs' order; a job
+    that failed is left out with a note.  Returns (results, how many came from the cache)."""
+    keys = [cache_key(job) for job in jobs]
+    done: list[CaseResult | None] = [load_cached(k) for k in keys]
+    cached = sum(r is not None for r in done)
+    todo = [i for i, r in enumerate(done) if r is None]
+    finished = cached
+    ctx.progress.step("reconstruction", finished, len(jobs),
+                      f"{cached} cached" if cached else "running")
+    for k, out in runner([jobs[i] for i in todo]):
+        i = todo[k]
+        if isinstance(out, str):
+            notes.append(f"client {jobs[i].client} round {jobs[i].round}: the attacks "
+                         f"failed ({out}); left out")
+            log.warning("reconstruction: %s", notes[-1])
+        else:
+            done[i] = out
+            save_cached(keys[i], out)
+        finished += 1
+        ctx.progress.step("reconstruction", finished, len(jobs),
+                          f"client {jobs[i].client}, round {jobs[i].round}")
+    return [r for r in done if r is not None], cached
 
 
 def _label_results(ctx: AuditContext, t: dict, results: list[CaseResult]) -> dict[str, Any]:
