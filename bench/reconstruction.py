@@ -10,6 +10,13 @@ the cosine over all parameters, TV, the backward to the images, sign, Adam step,
 The attack's iteration is its whole call with ``iterations`` iterations divided by
 ``iterations`` (its set-up and the final scoring pass included).  The update values are
 random: the cost does not depend on them.  Medians of interleaved repeats.
+
+:func:`parallel_jobs` -- R (client, round) jobs of a whole run on its W Ray actors
+(``reconstruction.runtime = "grid"``) against the same jobs one after another in the
+ServerApp's process (``driver``): the stage's seconds (results.json
+``reconstruction.seconds``) of two runs of the digits scenario with R clients, each with a
+fresh cache; the goal is a speed-up of min(R, W).  W is how many actors Ray runs at once:
+the machine's cores over ``federation.client_resources.num_cpus`` (1).
 """
 
 from __future__ import annotations
@@ -109,6 +116,45 @@ def inversion_overhead(configs=CONFIGS, iterations: int = 20, repeats: int = 5,
     return rows
 
 
+def parallel_jobs(jobs: int = 8, iterations: int = 400, model: str = "cnn") -> dict:
+    """Seconds of the reconstruction stage for ``jobs`` jobs on the grid and in-process."""
+    import os
+    import tempfile
+
+    import fedaudit
+
+    out: dict = {"jobs": jobs, "iterations": iterations, "model": model,
+                 "workers": os.cpu_count()}
+    for runtime in ("driver", "grid"):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = fedaudit.run("reconstruction-digits", out=tmp, progress=False,
+                               cache=Path(tmp) / "cache",
+                               overrides=[f"federation.num_clients={jobs}",
+                                          f"model.name={model}",
+                                          f"reconstruction.iterations={iterations}",
+                                          "reconstruction.label_methods=['bias-count']",
+                                          f"reconstruction.runtime={runtime}"])
+            rec = run.results["reconstruction"]
+            out[f"{runtime}_seconds"] = rec["seconds"]
+            out[f"{runtime}_ran_on"] = rec["ran_on"]
+    out["speedup"] = out["driver_seconds"] / out["grid_seconds"]
+    out["ideal"] = min(jobs, out["workers"])
+    return out
+
+
+def print_parallel(res: dict, console) -> None:
+    from rich.table import Table
+
+    s = Table(title=f"{res['jobs']} update jobs ({res['model']}, {res['iterations']} "
+                    "iterations each): the run's Ray actors vs one after another")
+    for col in ("jobs", "Ray workers", "in-process s", "on the actors s", "speed-up",
+                "ideal"):
+        s.add_column(col, justify="right")
+    s.add_row(str(res["jobs"]), str(res["workers"]), f"{res['driver_seconds']:.1f}",
+              f"{res['grid_seconds']:.1f}", f"{res['speedup']:.2f}", str(res["ideal"]))
+    console.print(s)
+
+
 def print_table(rows: list[dict], console) -> None:
     from rich.table import Table
 
@@ -128,3 +174,4 @@ if __name__ == "__main__":
 
     torch.set_num_threads(1)
     print_table(inversion_overhead(), Console())
+    print_parallel(parallel_jobs(), Console())

@@ -130,10 +130,12 @@ def run_resmia(quick: bool) -> dict:
 def run_reconstruction(quick: bool) -> dict:
     """Inversion iteration vs the bare torch floor, over the configurations of
     bench/reconstruction.py."""
-    from bench.reconstruction import inversion_overhead
+    from bench.reconstruction import inversion_overhead, parallel_jobs
 
     return {"rows": inversion_overhead(iterations=10 if quick else 20,
-                                       repeats=3 if quick else 7)}
+                                       repeats=3 if quick else 7),
+            "parallel": parallel_jobs(jobs=4 if quick else 8,
+                                      iterations=100 if quick else 400)}
 
 
 SIM_SIZES_QUICK = {"quickstart (10 clients x 5 rounds)": [],
@@ -223,6 +225,7 @@ def headline(res: dict) -> dict:
     if "reconstruction" in res:
         out["reconstruction_iteration_ratio"] = max(r["ratio"]
                                                     for r in res["reconstruction"]["rows"])
+        out["reconstruction_parallel_speedup"] = res["reconstruction"]["parallel"]["speedup"]
     if "sim" in res:
         q = res["sim"]["rows"][0]
         out["sim_overhead_ratio"] = q["ratio_train"]
@@ -291,6 +294,11 @@ def print_tables(res: dict, console) -> None:
                   f"{worst['model']}, {worst['samples']} samples, {worst['local_steps']} "
                   f"local step(s): {worst['attack_ms_per_iteration']:.2f} / "
                   f"{worst['floor_ms_per_iteration']:.2f} ms")
+        p = r["reconstruction"]["parallel"]
+        t.add_row("reconstruction_parallel_speedup", _f(h["reconstruction_parallel_speedup"]),
+                  f"~ min(R, W) = {p['ideal']}",
+                  f"R={p['jobs']} jobs on W={p['workers']} Ray workers: "
+                  f"{p['driver_seconds']:.1f} s in-process / {p['grid_seconds']:.1f} s")
     if "sim_overhead_ratio" in h:
         q = r["sim"]["rows"][0]
         t.add_row("sim_overhead_ratio", _f(h["sim_overhead_ratio"]), "<= 1.2",
@@ -304,9 +312,10 @@ def print_tables(res: dict, console) -> None:
     console.print(t)
 
     if "reconstruction" in r:
-        from bench.reconstruction import print_table
+        from bench.reconstruction import print_parallel, print_table
 
         print_table(r["reconstruction"]["rows"], console)
+        print_parallel(r["reconstruction"]["parallel"], console)
     if "sim" in r:
         rows = r["sim"]["rows"]
         s = Table(title="Flower + Ray vs plain torch loop (audit and attacks off; medians)")

@@ -111,7 +111,8 @@ def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(max(1, int(threads)))
 
     model = ws.model
-    model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
+    start = msg.content[wire.ARRAYS].to_torch_state_dict()
+    model.load_state_dict(start)
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)
     level = planted_level(scenario.audit.dp)
@@ -125,7 +126,7 @@ def train(msg: Message, context: Context) -> Message:
                          seed=seed, device=pick_device(scenario.train.device),
                          gnq=gnq if gnq.client and not reference else None,
                          dp=defense.local_dp(scenario.defense), dp_canaries=canaries)
-    state = model.cpu().state_dict()
+    state = defense.client_update(scenario.defense, start, model.cpu().state_dict())
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
                  for k, v in state.items()}
