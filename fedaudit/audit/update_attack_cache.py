@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedaudit import __version__
+from fedaudit.version import __version__
 from fedaudit.audit.update_attacks import CaseResult, UpdateJob
 from fedaudit.rundir.files import cache_root
 
