@@ -63,7 +63,8 @@ def _rows(run: RunData) -> dict[str, np.ndarray]:
 
 @figure("reconstruction_pictures", "reconstruction", "Reconstructions beside the originals",
         "Per attack and client (its first attacked round): the reconstructions with the best, "
-        "the median and the worst PSNR (bottom row of each pair) under the true sample each "
+        "the median and the worst PSNR (each once: fewer for a client of 1 or 2 samples; bottom "
+        "row of each pair) under the true sample each "
         "was matched to (top), with the PSNR in dB. The true samples are the audit's ground "
         "truth; the attack never saw them.")
 def fig_pictures(run: RunData):
@@ -74,11 +75,16 @@ def fig_pictures(run: RunData):
             sel = np.flatnonzero((rows["method"] == m) & (rows["client"] == c))
             sel = sel[rows["round"][sel] == rows["round"][sel].min()]
             order = sel[np.argsort(-rows["psnr"][sel], kind="stable")]
-            picks.append((m, c, [order[0], order[len(order) // 2], order[-1]]))
+            # best, median, worst; a client of fewer samples shows each once
+            picks.append((m, c, list(dict.fromkeys(
+                [order[0], order[len(order) // 2], order[-1]]))))
     picks = picks[:8]
     fig = new_figure(1.4 * 3, 2.6 * len(picks))
     axes = fig.subplots(2 * len(picks), 3, squeeze=False)
     for p, (m, c, idx) in enumerate(picks):
+        for j in range(len(idx), 3):  # the unused columns of a client of 1 or 2 samples
+            axes[2 * p, j].axis("off")
+            axes[2 * p + 1, j].axis("off")
         for j, i in enumerate(idx):
             for k, img in enumerate((rows["true_image"][i], rows["image"][i])):
                 ax = axes[2 * p + k, j]
