@@ -46,11 +46,11 @@ if str(ROOT) not in sys.path:
 #: the defenses table: (row name, overrides)
 DEFENSES = [
     ("none", ["defense.kind=none"]),
-    ("clip (server, C=0.1)", ["defense.kind=clip", "defense.clip_norm=0.1"]),
-    ("dp-server (z=1, C=0.1)", ["defense.kind=dp-server", "defense.noise_multiplier=1.0",
-                                "defense.clip_norm=0.1"]),
-    ("dp-client (z=1, C=0.1)", ["defense.kind=dp-client", "defense.noise_multiplier=1.0",
-                                "defense.clip_norm=0.1"]),
+    ("clip (server, C=0.01)", ["defense.kind=clip", "defense.clip_norm=0.01"]),
+    ("dp-server (z=1, C=0.01)", ["defense.kind=dp-server", "defense.noise_multiplier=1.0",
+                                 "defense.clip_norm=0.01"]),
+    ("dp-client (z=1, C=0.01)", ["defense.kind=dp-client", "defense.noise_multiplier=1.0",
+                                 "defense.clip_norm=0.01"]),
     ("dp-sgd (z=0.1, C=1)", ["defense.kind=dp-sgd", "defense.noise_multiplier=0.1",
                              "defense.clip_norm=1.0"]),
     ("dp-sgd (z=0.5, C=1)", ["defense.kind=dp-sgd", "defense.noise_multiplier=0.5",
