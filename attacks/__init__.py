@@ -3,6 +3,9 @@ question of what an attacker holds, with its own signature and its own registry:
 
 * :mod:`attacks.membership` -- membership inference: an oracle (a model's output
   probabilities) and samples in, one score per sample out (``attack.methods``).
+* :mod:`attacks.label_leakage` -- label leakage: an update (``UpdateCase``) in, its labels out.
+* :mod:`attacks.reconstruction` -- gradient inversion: one client's update of one round
+  (:class:`attacks.update_case.UpdateCase`) in, its training images rebuilt out.
 
 A new family is a package here with its registry and its attacks, plus the audit stage
 that runs them on what its attacker position holds (``fedaudit/audit/stages/``), reading

@@ -22,6 +22,10 @@ ResNet-18 measurements):
   sizes; ``client_round_overhead_ms``: (steady simulated round - plain round) / clients.
 * ``scaling`` (bench/sim.py) -- wall time and peak memory (driver and every Ray process)
   of whole quickstart runs, full audit ON, as clients and rounds grow.
+* ``reconstruction`` (bench/reconstruction.py) -- ``reconstruction_iteration_ratio``: one
+  iteration of the inverting-gradients attack / one iteration of a bare torch loop of the
+  same double backward (the floor), the largest over MLP and CNN on 8x8 and a CNN on
+  3x32x32, batch 1 to 8, single gradient and 4 unrolled local steps (goal <= 1.2).
 * ``estimate`` (bench/estimate.py; not with --quick) -- measured ResNet-18 step costs on
   this CPU and the extrapolated cost of ``scenarios/cifar10-resnet18.toml`` (an estimate).
 
@@ -46,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SECTIONS = ("gnq", "resmia", "sim", "scaling", "estimate")
+SECTIONS = ("gnq", "resmia", "reconstruction", "sim", "scaling", "estimate")
 
 
 # ---- machine -----------------------------------------------------------------------
@@ -123,6 +127,17 @@ def run_resmia(quick: bool) -> dict:
     return out
 
 
+def run_reconstruction(quick: bool) -> dict:
+    """Inversion iteration vs the bare torch floor, over the configurations of
+    bench/reconstruction.py."""
+    from bench.reconstruction import inversion_overhead, parallel_jobs
+
+    return {"rows": inversion_overhead(iterations=10 if quick else 20,
+                                       repeats=3 if quick else 7),
+            "parallel": parallel_jobs(jobs=4 if quick else 8,
+                                      iterations=100 if quick else 400)}
+
+
 SIM_SIZES_QUICK = {"quickstart (10 clients x 5 rounds)": [],
                    "20 rounds": ["federation.rounds=20"]}
 SIM_SIZES_FULL = {**SIM_SIZES_QUICK,
@@ -184,8 +199,8 @@ def run_estimate(quick: bool) -> dict:
     return {"costs": costs, "estimate": cifar10_resnet18_estimate(costs)}
 
 
-RUNNERS = {"gnq": run_gnq, "resmia": run_resmia, "sim": run_sim, "scaling": run_scaling,
-           "estimate": run_estimate}
+RUNNERS = {"gnq": run_gnq, "resmia": run_resmia, "reconstruction": run_reconstruction,
+           "sim": run_sim, "scaling": run_scaling, "estimate": run_estimate}
 
 
 # ---- headline and tables -------------------------------------------------------------
@@ -207,6 +222,10 @@ def headline(res: dict) -> dict:
         if "resnet18" in res["resmia"]:
             out["resmia_cost_ratio_resnet18"] = res["resmia"]["resnet18"]["resmia_cost_ratio"]
             out["resmia_steps_resnet18"] = res["resmia"]["resnet18"]["resmia_steps"]
+    if "reconstruction" in res:
+        out["reconstruction_iteration_ratio"] = max(r["ratio"]
+                                                    for r in res["reconstruction"]["rows"])
+        out["reconstruction_parallel_speedup"] = res["reconstruction"]["parallel"]["speedup"]
     if "sim" in res:
         q = res["sim"]["rows"][0]
         out["sim_overhead_ratio"] = q["ratio_train"]
@@ -268,6 +287,18 @@ def print_tables(res: dict, console) -> None:
                       f"K={row['resmia_steps']}, {row['queries_per_sample']:.0f} queries/sample, "
                       f"{row['resmia_ms_per_sample']:.3g} vs {row['forward_ms_per_sample']:.3g} "
                       f"ms/sample, n={row['n']}, {row['repeats']} repeats")
+    if "reconstruction_iteration_ratio" in h:
+        worst = max(r["reconstruction"]["rows"], key=lambda x: x["ratio"])
+        t.add_row("reconstruction_iteration_ratio", _f(h["reconstruction_iteration_ratio"]),
+                  "<= 1.2", f"largest of {len(r['reconstruction']['rows'])} configurations: "
+                  f"{worst['model']}, {worst['samples']} samples, {worst['local_steps']} "
+                  f"local step(s): {worst['attack_ms_per_iteration']:.2f} / "
+                  f"{worst['floor_ms_per_iteration']:.2f} ms")
+        p = r["reconstruction"]["parallel"]
+        t.add_row("reconstruction_parallel_speedup", _f(h["reconstruction_parallel_speedup"]),
+                  f"~ min(R, W) = {p['ideal']}",
+                  f"R={p['jobs']} jobs on W={p['workers']} Ray workers: "
+                  f"{p['driver_seconds']:.1f} s in-process / {p['grid_seconds']:.1f} s")
     if "sim_overhead_ratio" in h:
         q = r["sim"]["rows"][0]
         t.add_row("sim_overhead_ratio", _f(h["sim_overhead_ratio"]), "<= 1.2",
@@ -280,6 +311,11 @@ def print_tables(res: dict, console) -> None:
                   f"(steady round - plain round) / {q['clients']} clients")
     console.print(t)
 
+    if "reconstruction" in r:
+        from bench.reconstruction import print_parallel, print_table
+
+        print_table(r["reconstruction"]["rows"], console)
+        print_parallel(r["reconstruction"]["parallel"], console)
     if "sim" in r:
         rows = r["sim"]["rows"]
         s = Table(title="Flower + Ray vs plain torch loop (audit and attacks off; medians)")

@@ -33,6 +33,7 @@ from fedaudit.audit.context import AuditContext, Trajectory
 from fedaudit.audit.products import ScoreRows, TargetResult
 from fedaudit.audit.reference_models import ReferenceTrainer
 from fedaudit.audit.stages import STAGES, Stage, register_stage, run_stages
+from fedaudit.audit.update_attacks import UpdateJobRunner
 from fedaudit.audit.targets import TARGETS, Target, TargetKind, register_target
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.data import FederatedData
@@ -46,12 +47,16 @@ __all__ = ["STAGES", "TARGETS", "AuditContext", "ScoreRows", "Stage", "Target", 
 def run_audit(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
               extra: list[Trajectory], run_dir: Path, results: dict[str, Any],
               device: torch.device, progress: Progress | None = None, *,
-              reference_trainer: ReferenceTrainer | None = None) -> dict[str, float]:
+              reference_trainer: ReferenceTrainer | None = None,
+              update_runner: UpdateJobRunner | None = None) -> dict[str, float]:
     """Every enabled stage on a finished training run, filling ``results``; the seconds
     spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``).
     ``reference_trainer`` trains LiRA's / RMIA's reference federations (the run's:
-    :func:`fedaudit.simulation.reference_federations.reference_trainer`)."""
+    :func:`fedaudit.simulation.reference_federations.reference_trainer`);
+    ``update_runner`` runs the attacks on updates (the run's:
+    :func:`fedaudit.simulation.update_attack_jobs.update_job_runner`; default: this
+    process)."""
     ctx = AuditContext(scenario, data, device, Path(run_dir), results, trajectory,
                        tuple(extra), progress or NoProgress(),
-                       reference_trainer=reference_trainer)
+                       reference_trainer=reference_trainer, update_runner=update_runner)
     return run_stages(ctx)

@@ -26,6 +26,7 @@ from fedaudit.audit.reference_models import (AttackSplit, References, ReferenceT
                                        attack_split)
 from fedaudit.audit.products import QuantizedRelease, ScoreRows, ServerView, TargetResult
 from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, attack_sets
+from fedaudit.audit.update_attacks import UpdateJobRunner
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.data import FederatedData
 from fedaudit.models import model_for
@@ -63,6 +64,8 @@ class AuditContext:
     progress: Progress = field(default_factory=NoProgress)
     #: trains the reference federations (the simulation layer's Flower trainer)
     reference_trainer: ReferenceTrainer | None = None
+    #: runs the attacks on updates (the simulation layer's: the run's Ray actors)
+    update_runner: UpdateJobRunner | None = None
     #: quantizer name -> its quantized release and r_Qn (the quantization stage)
     releases: dict[str, QuantizedRelease] = field(default_factory=dict)
     #: the reference models of LiRA / RMIA (the references stage)

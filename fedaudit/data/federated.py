@@ -147,6 +147,16 @@ def partition_data(ids: np.ndarray, y: np.ndarray, text: TextMeta | None, num_cl
     return [ids[np.isin(text.speech[ids], p)] for p in parts]
 
 
+def cap_clients(clients: list[np.ndarray], cap: int, seed: int) -> list[np.ndarray]:
+    """Each client's partition cut to at most ``cap`` samples (``data.client_samples``): a
+    random subset, seeded per client, sorted; ``cap`` 0 keeps every sample."""
+    if not cap:
+        return clients
+    return [ids if len(ids) <= cap else
+            np.sort(np.random.default_rng([seed, 39, c]).choice(ids, size=cap, replace=False))
+            for c, ids in enumerate(clients)]
+
+
 def inject_canaries(x: np.ndarray, y: np.ndarray, clients: list[np.ndarray], count: int,
                     owners: list[int], kind: str, num_classes: int,
                     seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -223,7 +233,8 @@ def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
     if len(ds.y) < 10:
         raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
     train, holdout, test = split_ids(ds.y, d.holdout_fraction, d.test_fraction, seed)
-    clients = partition_data(train, ds.y, None, num_clients, d, seed)
+    clients = cap_clients(partition_data(train, ds.y, None, num_clients, d, seed),
+                          d.client_samples, seed)
     x, y, canary = ds.x, ds.y, np.zeros(len(ds.y), dtype=bool)
     if can.count:
         x, y, canary = inject_canaries(ds.x, ds.y, clients, can.count, list(can.clients),
@@ -265,7 +276,8 @@ def _build_text(ds: Dataset, d: DataConfig, can: CanariesConfig, seed: int, num_
         raise ScenarioError(f"data: the {len(np.unique(text.speech))} speeches of {ds.name!r} "
                             f"leave the {empty[0]} split empty; use more text or a smaller "
                             "data.seq_len")
-    clients = partition_data(train, ds.y, text, num_clients, d, seed)
+    clients = cap_clients(partition_data(train, ds.y, text, num_clients, d, seed),
+                          d.client_samples, seed)
     if d.partitioner == "speaker":
         roles = text.speaker[[c[0] for c in clients]]
         holdout = holdout[np.isin(text.speaker[holdout], roles)]

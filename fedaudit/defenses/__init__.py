@@ -6,8 +6,10 @@ weighs clients uniformly, which Flower wrapper goes around the strategy (by name
 wrappers themselves live in :mod:`strategies.defenses`, the only Flower code), what the
 scenario must satisfy, and its privacy accounting for results.json.  No other module
 branches on the kind.  The built-in kinds: ``none``, ``dp-sgd``, ``dp-server``,
-``dp-client``, ``clip`` (docs/algorithms.md section 6), one module each in this folder: a new kind is a new
-file (or a class registered anywhere, e.g. a notebook cell).
+``dp-client``, ``clip``, ``sparsify`` (docs/algorithms.md section 6), one module each in this
+folder: a new kind is a new file (or a class registered anywhere, e.g. a notebook cell).
+A defense that changes the update before it leaves the client overrides
+:meth:`~fedaudit.defenses.base.Defense.client_update`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import torch
+
 from fedaudit.options import Field
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import DefenseConfig, Scenario
@@ -54,6 +56,13 @@ class Defense:
         """Keyword ``dp`` for :func:`fedaudit.training.train_local` (DP-SGD: its
         ``noise_multiplier`` and ``clip_norm``), or None."""
         return None
+
+    def client_update(self, cfg: DefenseConfig, start: Mapping[str, torch.Tensor],
+                      trained: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The model a client sends after training from ``start`` to ``trained`` (state
+        dicts on the CPU); by default ``trained`` itself.  A defense that changes the update
+        before it leaves the client (e.g. ``sparsify``) overrides this."""
+        return trained
 
     def check(self, scenario: Scenario) -> str | None:
         """A message when the scenario cannot run under this defense."""

@@ -113,6 +113,13 @@ def model_for(cfg: ModelConfig, data, *, seed: int) -> nn.Module:
     if getattr(data, "text", None) is not None:
         return build_text_model(cfg.name, vocab_size=data.num_classes,
                                 seq_len=data.x.shape[1], width=cfg.width, seed=seed, **options)
-    _, c, h, _ = data.x.shape
-    return build_model(cfg.name, in_channels=c, image_size=h, num_classes=data.num_classes,
-                       width=cfg.width, seed=seed, **options)
+    return image_model(cfg, data.x.shape[1:], data.num_classes, seed=seed)
+
+
+def image_model(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int, *,
+                seed: int | None) -> nn.Module:
+    """The ``[model]`` for images of ``input_shape`` (C, H, W) and ``num_classes`` classes,
+    initialised from ``seed`` (what :func:`model_for` builds without the data at hand)."""
+    options = {k: getattr(cfg, k) for k in _declared(cfg.name)}
+    return build_model(cfg.name, in_channels=input_shape[0], image_size=input_shape[1],
+                       num_classes=num_classes, width=cfg.width, seed=seed, **options)

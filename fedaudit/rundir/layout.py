@@ -17,6 +17,11 @@
         dp_gradient/round-NNNN.npz
                                the clients' updates at their gradient canaries' coordinates,
                                as the server received them (audit.dp.level = "gradient")
+        updates/round-NNNN/    the reconstruction stage's cases: start.pt (the global model
+                               sent), client-CCCC.pt (each kept client's model as received),
+                               clients.npz (client, num_examples)
+        reconstructions.npz    every reconstructed sample, its matched true sample and
+                               metrics ([reconstruction])
         results.json           the summary; its presence marks a finished run
         report.html            the report (unless --no-report)
         run.log                Flower's and fedaudit's log
@@ -29,6 +34,8 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "DP_GRADIENT_DIR",
+           "RECONSTRUCTIONS_NAME", "UPDATES_DIR", "update_clients_path", "update_model_path",
+           "update_start_path", "updates_round_dir",
            "GNQ_DIR", "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME",
            "ROUNDS_NAME", "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path",
            "checkpoints_dir", "client_model_path", "client_models_round_dir",
@@ -46,6 +53,8 @@ CHECKPOINTS_DIR = "checkpoints"
 CLIENT_MODELS_DIR = "client_models"
 DP_CANARIES_NAME = "dp_canaries.npz"
 DP_GRADIENT_DIR = "dp_gradient"
+UPDATES_DIR = "updates"
+RECONSTRUCTIONS_NAME = "reconstructions.npz"
 #: any of these marks a (possibly unfinished) run directory
 RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
 
@@ -87,3 +96,23 @@ def client_model_path(run_dir: Path, round_: int, client: int) -> Path:
 def dp_gradient_round_path(run_dir: Path, round_: int) -> Path:
     """The clients' updates of ``round_`` at their gradient canaries' coordinates."""
     return Path(run_dir) / DP_GRADIENT_DIR / f"round-{round_:04d}.npz"
+
+
+def updates_round_dir(run_dir: Path, round_: int) -> Path:
+    """The reconstruction stage's kept cases of ``round_``."""
+    return Path(run_dir) / UPDATES_DIR / f"round-{round_:04d}"
+
+
+def update_start_path(run_dir: Path, round_: int) -> Path:
+    """The global model the server sent in ``round_`` (what its clients started from)."""
+    return updates_round_dir(run_dir, round_) / "start.pt"
+
+
+def update_model_path(run_dir: Path, round_: int, client: int) -> Path:
+    """Client ``client``'s model of ``round_`` as the server received it (a kept case)."""
+    return updates_round_dir(run_dir, round_) / f"client-{client:04d}.pt"
+
+
+def update_clients_path(run_dir: Path, round_: int) -> Path:
+    """The kept clients of ``round_`` and the num_examples each reported."""
+    return updates_round_dir(run_dir, round_) / "clients.npz"

@@ -89,6 +89,11 @@ class Scenario:
         """A copy with whole sub-configs replaced (``s.replace(train=...)``)."""
         return dataclasses.replace(self, **overrides)
 
+    def __reduce__(self) -> tuple:
+        # its tables are read-only mappings, which do not pickle; it travels as its sections
+        # (to the run's Ray actors, e.g. inside an update-attack job)
+        return Scenario.from_sections, (self.sections(),)
+
 
 #: dotted table -> the dataclass declaring its keys (the tables of plug-ins aside)
 TABLES: dict[str, type] = {t.path: t.cls for t in layout(Scenario) if isinstance(t, Table)}

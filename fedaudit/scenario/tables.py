@@ -117,6 +117,10 @@ class DataConfig(PluginKeys):
     min_partition_size: int = key(2, "Dirichlet: smallest allowed client", min=0)
     classes_per_client: int = key(2, "pathological: classes per client (text: speaker "
                                   "roles per client)", min=1)
+    client_samples: int = key(0, "at most this many training samples per client: a seeded "
+                              "random subset of its partition, the rest of the train split "
+                              "trains nobody (0 = all; e.g. a client that holds exactly one "
+                              "batch)", min=0)
     #: the datasets' options (``register_dataset(..., options=...)``)
     options: Mapping[str, Any] = plugin_keys("dataset")
 

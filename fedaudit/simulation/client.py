@@ -111,7 +111,8 @@ def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(max(1, int(threads)))
 
     model = ws.model
-    model.load_state_dict(msg.content[wire.ARRAYS].to_torch_state_dict())
+    start = msg.content[wire.ARRAYS].to_torch_state_dict()
+    model.load_state_dict(start)
     gnq = scenario.audit.gnq
     defense = get_defense(scenario.defense.kind)
     level = planted_level(scenario.audit.dp)
@@ -125,7 +126,7 @@ def train(msg: Message, context: Context) -> Message:
                          seed=seed, device=pick_device(scenario.train.device),
                          gnq=gnq if gnq.client and not reference else None,
                          dp=defense.local_dp(scenario.defense), dp_canaries=canaries)
-    state = model.cpu().state_dict()
+    state = defense.client_update(scenario.defense, start, model.cpu().state_dict())
     if nan:
         state = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
                  for k, v in state.items()}
@@ -152,21 +153,31 @@ class FedauditClientApp(ClientApp):
     closures Flower's decorators made: 80 kB and 10 ms of the driver's time per
     client-round on the quickstart (bench/sim.py).  Rebuilt from its mods, only
     ``extra_mods`` travel (the plug-ins' entries, :mod:`fedaudit.simulation.plugins`).
+    With ``audit_jobs`` it also runs the audit's attacks on updates
+    (:mod:`fedaudit.simulation.update_attack_jobs`: the simulation's app only).
     """
 
-    def __init__(self, extra_mods: list | tuple = ()) -> None:
+    def __init__(self, extra_mods: list | tuple = (), audit_jobs: bool = False) -> None:
         self.extra_mods = tuple(extra_mods)
+        self.audit_jobs = audit_jobs
         super().__init__(mods=[*self.extra_mods, clip_when_asked_mod])
         self.train()(train)
+        if audit_jobs:
+            from fedaudit.simulation.update_attack_jobs import ACTION, attack_update
+
+            self.query(ACTION)(attack_update)
 
     def __reduce__(self) -> tuple:
         # only what __init__ registers travels: a handler added to the app later would not
-        return make_client_app, (self.extra_mods,)
+        return make_client_app, (self.extra_mods, self.audit_jobs)
 
 
-def make_client_app(extra_mods: list | tuple = ()) -> ClientApp:
-    """The ClientApp: :func:`train` behind ``extra_mods`` (first) and the defenses' mod."""
-    return FedauditClientApp(extra_mods)
+def make_client_app(extra_mods: list | tuple = (), audit_jobs: bool = False) -> ClientApp:
+    """The ClientApp: :func:`train` behind ``extra_mods`` (first) and the defenses' mod;
+    with ``audit_jobs`` the handler of the audit's update jobs as well (simulation only)."""
+    return FedauditClientApp(extra_mods, audit_jobs)
 
 
 client_app = make_client_app()
+#: the ClientApp of ``fedaudit run`` (Flower's simulation on Ray): also runs the audit's jobs
+simulation_client_app = make_client_app(audit_jobs=True)

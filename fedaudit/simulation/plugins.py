@@ -81,12 +81,12 @@ class RegisterPlugins:
 
 
 def client_app_with_plugins(entries: list[PluginEntry]):
-    """fedaudit's ClientApp, with :class:`RegisterPlugins` first when there is anything
-    to carry."""
-    from fedaudit.simulation.client import client_app, make_client_app
+    """The simulation's ClientApp (:data:`fedaudit.simulation.client.simulation_client_app`),
+    with :class:`RegisterPlugins` first when there is anything to carry."""
+    from fedaudit.simulation.client import make_client_app, simulation_client_app
 
     if not entries:
-        return client_app
+        return simulation_client_app
     from ray import cloudpickle
 
     for e in entries:
@@ -94,4 +94,4 @@ def client_app_with_plugins(entries: list[PluginEntry]):
             module = sys.modules.get(getattr(code, "__module__", "") or "")
             if module is not None and module.__name__ != "__main__" and _is_user_code(code):
                 cloudpickle.register_pickle_by_value(module)
-    return make_client_app([RegisterPlugins(entries)])
+    return make_client_app([RegisterPlugins(entries)], audit_jobs=True)

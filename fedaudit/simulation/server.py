@@ -25,6 +25,7 @@ from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.simulation.recorder import RunRecorder
 from fedaudit.simulation.reference_federations import reference_trainer
 from fedaudit.simulation.strategy_factory import make_strategy
+from fedaudit.simulation.update_attack_jobs import update_job_runner
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
@@ -116,7 +117,8 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
     add_defense_results(results, scenario, recorder, n_extra=len(extra))
     timing = run_audit(scenario, data, recorder.trajectory(), [r.trajectory() for r in extra],
                        run_dir, results, device, progress,
-                       reference_trainer=reference_trainer(scenario, data, grid))
+                       reference_trainer=reference_trainer(scenario, data, grid),
+                       update_runner=update_job_runner(scenario, grid))
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
     if resume:

@@ -209,7 +209,7 @@ def test_defaults_are_the_declared_defaults():
                 "defense": {k for n in DEFENSES.names() for k in DEFENSES.get(n).options}}
     assert declared == {"data": {"image_size", "seq_len", "min_role_sequences"},
                         "model": {"layers", "heads"},
-                        "defense": {"noise_multiplier", "clip_norm", "delta"}}
+                        "defense": {"noise_multiplier", "clip_norm", "delta", "keep"}}
     for table, keys in declared.items():
         assert set(d[table]) == set(table_keys(TABLES[table])) | keys, table
     s = validate({})

@@ -28,7 +28,8 @@ def test_defense_key_errors(override, fragment):
 def test_defense_defaults_and_cross_checks():
     s = load_scenario("quickstart")
     assert s.defense.kind == "none"
-    assert dict(s.defense.options) == {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5}
+    assert dict(s.defense.options) == {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
+                                       "keep": 0.1}
     with pytest.raises(ScenarioError, match="federation.strategy = 'FedAvg'"):
         load_scenario("quickstart", ["defense.kind=dp-server", "federation.strategy=FedMedian"])
     # no noise: no accounting, any aggregator may be clipped

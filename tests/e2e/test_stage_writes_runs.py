@@ -37,7 +37,7 @@ def _covered(declared: str, written: set[str]) -> bool:
 def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
     """Two small runs enable every built-in stage and target kind: digits with
     quantization, LiRA / RMIA references, the DP audit, Res-MIA and FedMIA on all four
-    target kinds; a generated play with planted secrets."""
+    target kinds, the attacks on one update; a generated play with planted secrets."""
     from fedaudit.audit import STAGES, TARGETS
     from fedaudit.config import load_scenario
     from fedaudit.simulation.runner import run
@@ -51,7 +51,11 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
         "attack.methods=['resmia','loss','lira','rmia','fedmia']",
         "attack.targets=['global','quantized','rounds','clients']", "attack.rounds='all'",
         "attack.reference.models=2", "attack.reference.allow_smaller=true",
-        "audit.dp.canaries=40"]), tmp_path / "digits")
+        "audit.dp.canaries=40",
+        # the attacks on updates, on client 0's round-1 update: labels only (its hundreds
+        # of samples are above reconstruction.max_samples), reconstruction's entry still
+        "reconstruction.enabled=true", "reconstruction.clients=[0]",
+        "reconstruction.iterations=5"]), tmp_path / "digits")
     play = write_play(tmp_path / "play.txt")
     run(load_scenario("shakespeare-secrets", [
         "federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1",

@@ -51,7 +51,11 @@ def test_the_client_app_pickles_as_its_mods():
     assert len(blob) < 4096, len(blob)
     again = cloudpickle.loads(blob)()
     assert isinstance(again, FedauditClientApp) and again.extra_mods == ()
-    assert list(again._registered_funcs) == ["train.default"]  # its train handler
+    # its train handler and, in simulation only, the audit's update jobs
+    assert list(again._registered_funcs) == ["train.default", "query.update_attack"]
+    from fedaudit.simulation.client import client_app  # the deployed one: training only
+
+    assert list(client_app._registered_funcs) == ["train.default"]
 
 
 def test_a_client_validating_its_scenario_imports_no_scipy_or_sklearn():

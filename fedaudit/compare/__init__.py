@@ -4,7 +4,8 @@ Columns: run directory name, scenario name, defense, its epsilon (results.json
 ``defense.epsilon``: a number, infinite for a defense without noise, empty without a
 defense), the one-run DP audit's empirical epsilon lower bound beside it when the run has
 one (``epsilon_lb``, results.json ``dp_audit``), release, test accuracy, every attack's AUC
-and TPR at 1% FPR against the global model, and the mean of the finite r_Qn values.
+and TPR at 1% FPR against the global model, the mean of the finite r_Qn values, and, for
+a run with attacks on updates, what the server rebuilt (:mod:`fedaudit.compare.cells`).
 With ``quantized=True`` each quantizer of a run adds a row of its own, with the accuracy
 and attack metrics of that quantized release and its r_Qn, so a quantized release is
 compared as a defense next to the others (``defense`` reads ``quantized:<quantizer>``,
@@ -25,6 +26,10 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from fedaudit.compare.cells import (AUDIT_COLUMNS, POSITION_COLUMNS, UPDATE_ATTACK_COLUMNS,
+                                    UPPER_BOUND_COLUMN, attack_cells, defense_of,
+                                    epsilon_lower_bound_of, epsilon_of, mean_finite_rqn,
+                                    position_cells, update_attack_cells)
 from fedaudit.errors import ScenarioError
 from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
 from fedaudit.rundir.layout import RESULTS_NAME, RUN_MARKERS
@@ -32,66 +37,6 @@ from fedaudit.rundir.reading import RunData, load_run, num
 
 #: columns every row has, in table order (attack columns follow, then r_Qn)
 BASE_COLUMNS = ("run", "scenario", "defense", "epsilon", "release", "status", "test_accuracy")
-
-
-def defense_of(results: dict[str, Any]) -> str:
-    """The run's defense kind (``none`` when the scenario has no defense section)."""
-    scen = results.get("scenario")
-    d = scen.get("defense", {}) if isinstance(scen, dict) else {}
-    return str(d.get("kind", "none")) if isinstance(d, dict) else "none"
-
-
-def epsilon_of(results: dict[str, Any]) -> float | None:
-    """The run's epsilon (``defense.epsilon``; inf for "inf"), None when not accounted."""
-    d = results.get("defense")
-    return num(d.get("epsilon")) if isinstance(d, dict) else None
-
-
-#: the DP audit's bounds: column -> (results.json ``dp_audit`` key, from its ``global`` view)
-AUDIT_COLUMNS = {"epsilon_lb": ("epsilon_lower_bound", False), "mu_lb": ("mu_lower_bound", False),
-                 "epsilon_lb_gdp": ("epsilon_lower_bound_gdp", False),
-                 "epsilon_lb_gdp_global": ("epsilon_lower_bound_gdp", True)}
-
-
-def epsilon_lower_bound_of(results: dict[str, Any]) -> dict[str, float | None]:
-    """The one-run DP audit's empirical lower bounds (results.json ``dp_audit``: Steinke's
-    ``epsilon_lb``, the Gaussian-DP ``epsilon_lb_gdp`` and ``mu_lb``, and the gradient
-    audit's global-model ``epsilon_lb_gdp_global``), or ``{}`` for a run without it."""
-    a = results.get("dp_audit")
-    if not isinstance(a, dict):
-        return {}
-    views = {False: a, True: a.get("global") if isinstance(a.get("global"), dict) else None}
-    return {col: num(views[g].get(key)) for col, (key, g) in AUDIT_COLUMNS.items()
-            if views[g] is not None and (key in views[g] or not g)}
-
-
-def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
-    """Mean r_Qn over the quantizers whose r_Qn is finite (None when none is)."""
-    vals = [num(e.get("rqn")) for e in entries]
-    vals = [v for v in vals if v is not None and math.isfinite(v)]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
-    """``<method>_auc`` and ``<method>_tpr_1pct_fpr`` of every attack, in results.json order."""
-    return {f"{m}{sfx}": num((v or {}).get(key)) for m, v in (attacks or {}).items()
-            for sfx, key in (("_auc", "auc"), ("_tpr_1pct_fpr", "tpr_at_1pct_fpr"))}
-
-
-#: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)
-POSITION_COLUMNS = {"insider": "insider_best", "curious server": "server_best"}
-#: the insider's best round's AUC (picked with the labels: an upper bound, not an attack)
-UPPER_BOUND_COLUMN = "insider_upper_bound"
-
-
-def _position_cells(r: dict[str, Any]) -> dict[str, float | None]:
-    rows = [p for p in r.get("attack_positions") or [] if isinstance(p, dict)]
-    out = {POSITION_COLUMNS[p["position"]]: num(p.get("auc")) for p in rows
-           if p.get("position") in POSITION_COLUMNS}
-    for p in rows:  # the insider's best round: an upper bound, in a column of its own
-        if isinstance(p.get("best_round_upper_bound"), dict):
-            out[UPPER_BOUND_COLUMN] = num(p["best_round_upper_bound"].get("auc"))
-    return out
 
 
 def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
@@ -103,8 +48,8 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
     base = {"run": run.path.name, "scenario": run.name, "defense": defense, "epsilon": eps,
             **epsilon_lower_bound_of(r), "release": "global", "status": "ok",
             "test_accuracy": num((r.get("model") or {}).get("test_accuracy")),
-            **_attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant),
-            **_position_cells(r)}
+            **attack_cells(r.get("attacks")), "rqn_mean": mean_finite_rqn(quant),
+            **position_cells(r), **update_attack_cells(r)}
     rows = [base]
     if quantized:
         for e in quant:
@@ -114,7 +59,7 @@ def run_rows(run: RunData, quantized: bool = False) -> list[dict[str, Any]]:
                          else f"{defense}+quantized:{q}", "epsilon": eps,
                          "release": f"quantized:{q}", "status": "ok",
                          "test_accuracy": num(e.get("test_accuracy")),
-                         **_attack_cells(e.get("attacks")), "rqn": num(e.get("rqn"))})
+                         **attack_cells(e.get("attacks")), "rqn": num(e.get("rqn"))})
     return rows
 
 
@@ -186,8 +131,8 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     metric_sfx = ("_auc", "_tpr_1pct_fpr")
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
     metric = [f"{m}{s}" for m in methods for s in metric_sfx]
-    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN)
-            if k in keys]
+    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN,
+                        *UPDATE_ATTACK_COLUMNS) if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
             and k not in ("error", *AUDIT_COLUMNS)]
     base = [k for k in BASE_COLUMNS if k in keys]
@@ -234,7 +179,10 @@ _HEADERS = {"test_accuracy": "test\nacc", "epsilon": "DP\nepsilon", "epsilon_lb"
             "epsilon_lb_gdp": "audit GDP\neps >=", "mu_lb": "audit\nmu >=",
             "epsilon_lb_gdp_global": "audit GDP\neps >= (global)",
             "rqn_mean": "mean\nr_Qn", "rqn": "quant\nr_Qn", "insider_best": "insider\nbest AUC",
-            "server_best": "server\nbest AUC", UPPER_BOUND_COLUMN: "insider best\nround (bound)"}
+            "server_best": "server\nbest AUC", UPPER_BOUND_COLUMN: "insider best\nround (bound)",
+            "rec_psnr": "rebuilt\nPSNR dB", "rec_ssim": "rebuilt\nSSIM",
+            "rec_ssim_gain": "SSIM gain\nover prior", "rec_identifiability": "rebuilt\nidentifiable",
+            "label_accuracy": "label\nacc"}
 
 
 def _header(col: str) -> str:

@@ -1,0 +1,93 @@
+"""The cells of a compare row read from one run's results.json: its defense and epsilon,
+the DP audit's lower bounds, each attack's AUC and TPR, the attack positions' best AUCs,
+and what the server rebuilt from the updates (``rec_*``, ``label_accuracy``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from fedaudit.rundir.reading import num
+
+
+def defense_of(results: dict[str, Any]) -> str:
+    """The run's defense kind (``none`` when the scenario has no defense section)."""
+    scen = results.get("scenario")
+    d = scen.get("defense", {}) if isinstance(scen, dict) else {}
+    return str(d.get("kind", "none")) if isinstance(d, dict) else "none"
+
+
+def epsilon_of(results: dict[str, Any]) -> float | None:
+    """The run's epsilon (``defense.epsilon``; inf for "inf"), None when not accounted."""
+    d = results.get("defense")
+    return num(d.get("epsilon")) if isinstance(d, dict) else None
+
+
+#: the DP audit's bounds: column -> (results.json ``dp_audit`` key, from its ``global`` view)
+AUDIT_COLUMNS = {"epsilon_lb": ("epsilon_lower_bound", False), "mu_lb": ("mu_lower_bound", False),
+                 "epsilon_lb_gdp": ("epsilon_lower_bound_gdp", False),
+                 "epsilon_lb_gdp_global": ("epsilon_lower_bound_gdp", True)}
+
+
+def epsilon_lower_bound_of(results: dict[str, Any]) -> dict[str, float | None]:
+    """The one-run DP audit's empirical lower bounds (results.json ``dp_audit``: Steinke's
+    ``epsilon_lb``, the Gaussian-DP ``epsilon_lb_gdp`` and ``mu_lb``, and the gradient
+    audit's global-model ``epsilon_lb_gdp_global``), or ``{}`` for a run without it."""
+    a = results.get("dp_audit")
+    if not isinstance(a, dict):
+        return {}
+    views = {False: a, True: a.get("global") if isinstance(a.get("global"), dict) else None}
+    return {col: num(views[g].get(key)) for col, (key, g) in AUDIT_COLUMNS.items()
+            if views[g] is not None and (key in views[g] or not g)}
+
+
+def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
+    """Mean r_Qn over the quantizers whose r_Qn is finite (None when none is)."""
+    vals = [num(e.get("rqn")) for e in entries]
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
+    """``<method>_auc`` and ``<method>_tpr_1pct_fpr`` of every attack, in results.json order."""
+    return {f"{m}{sfx}": num((v or {}).get(key)) for m, v in (attacks or {}).items()
+            for sfx, key in (("_auc", "auc"), ("_tpr_1pct_fpr", "tpr_at_1pct_fpr"))}
+
+
+#: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)
+POSITION_COLUMNS = {"insider": "insider_best", "curious server": "server_best"}
+#: the insider's best round's AUC (picked with the labels: an upper bound, not an attack)
+UPPER_BOUND_COLUMN = "insider_upper_bound"
+
+
+def position_cells(r: dict[str, Any]) -> dict[str, float | None]:
+    rows = [p for p in r.get("attack_positions") or [] if isinstance(p, dict)]
+    out = {POSITION_COLUMNS[p["position"]]: num(p.get("auc")) for p in rows
+           if p.get("position") in POSITION_COLUMNS}
+    for p in rows:  # the insider's best round: an upper bound, in a column of its own
+        if isinstance(p.get("best_round_upper_bound"), dict):
+            out[UPPER_BOUND_COLUMN] = num(p["best_round_upper_bound"].get("auc"))
+    return out
+
+
+#: results.json ``reconstruction`` / ``label_leakage`` -> compare columns: the first
+#: method's pooled numbers (PSNR in dB over the inexact reconstructions, SSIM, its gain
+#: over the dataset-mean prior, identifiability) and the first label attack's accuracy
+UPDATE_ATTACK_COLUMNS = {"rec_psnr": "psnr", "rec_ssim": "ssim", "rec_ssim_gain": "ssim_gain",
+                         "rec_identifiability": "identifiability",
+                         "label_accuracy": "label_accuracy"}
+
+
+def update_attack_cells(r: dict[str, Any]) -> dict[str, float | None]:
+    """The ``rec_*`` and ``label_accuracy`` columns, or ``{}`` for a run without them."""
+    out: dict[str, float | None] = {}
+    rec = r.get("reconstruction")
+    if isinstance(rec, dict) and rec.get("methods"):
+        pooled = (rec.get("pooled") or {}).get(rec["methods"][0]) or {}
+        out.update({col: num(pooled.get(key)) for col, key in UPDATE_ATTACK_COLUMNS.items()
+                    if col.startswith("rec_")})
+    labels = r.get("label_leakage")
+    if isinstance(labels, dict) and labels.get("methods"):
+        pooled = (labels.get("pooled") or {}).get(labels["methods"][0]) or {}
+        out["label_accuracy"] = num(pooled.get("label_accuracy"))
+    return out

@@ -1,0 +1,107 @@
+"""``client-updates``: the cases of the attacks on updates (label leakage, reconstruction;
+the ``reconstruction`` audit stage asks for this probe): for the clients and rounds the
+scenario's ``[reconstruction]`` table selects, the global model the server sent, each kept
+client's model as received and the num_examples its reply declared, under
+``updates/round-NNNN/``.  :func:`kept_cases` and :func:`load_case` read them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedaudit.probes.base import Probe, RoundRecord, RoundView, register_probe
+from fedaudit.rundir import load_checkpoint
+from fedaudit.rundir.layout import (UPDATES_DIR, update_clients_path, update_model_path,
+                                    update_start_path)
+
+__all__ = ["ClientUpdates", "KeptCase", "UpdateSelection", "kept_cases", "load_case"]
+
+
+@dataclass(frozen=True)
+class UpdateSelection:
+    """Which (client, round) updates are kept: ``clients`` (None: every client) and
+    ``rounds`` (``first``, ``last``, ``all`` or round numbers), of ``total`` rounds."""
+
+    clients: tuple[int, ...] | None
+    rounds: str | tuple[int, ...]
+    total: int
+
+    @classmethod
+    def of(cls, table: Mapping[str, Any], total: int) -> "UpdateSelection":
+        """From the ``[reconstruction]`` table (``clients``: [] = every client)."""
+        clients = tuple(table["clients"]) or None
+        rounds = table["rounds"]
+        return cls(clients, rounds if isinstance(rounds, str) else tuple(rounds), total)
+
+    def keeps_round(self, round_: int) -> bool:
+        if self.rounds == "all":
+            return True
+        if self.rounds == "first":
+            return round_ == 1
+        if self.rounds == "last":
+            return round_ == self.total
+        return round_ in self.rounds
+
+    def keeps_client(self, client: int) -> bool:
+        return self.clients is None or client in self.clients
+
+
+@register_probe
+class ClientUpdates(Probe):
+    name = "client-updates"
+    describe = ("each selected client's update with the model it started from (the "
+                "reconstruction stage asks for it)")
+
+    def on_round(self, view: RoundView, record: RoundRecord) -> None:
+        s = self.run.scenario
+        select = UpdateSelection.of(s.stages["reconstruction"], s.federation.rounds)
+        kept = [r for r in view.replies if select.keeps_client(r.client)]
+        if not kept or not select.keeps_round(record.round):
+            return
+        run_dir = record.run_dir
+        record.save_state(update_start_path(run_dir, record.round),
+                          {k: torch.from_numpy(v) for k, v in kept[0].start.items()})
+        for r in kept:
+            record.save_state(update_model_path(run_dir, record.round, r.client),
+                              {k: torch.from_numpy(v) for k, v in r.model.items()})
+        record.save_arrays(update_clients_path(run_dir, record.round),
+                           client=np.array([r.client for r in kept], dtype=np.int64),
+                           num_examples=np.array([r.num_examples for r in kept],
+                                                 dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class KeptCase:
+    """One kept (client, round) update."""
+
+    round: int
+    client: int
+    num_examples: int
+
+
+def kept_cases(run_dir: Path) -> list[KeptCase]:
+    """Every case the probe kept, by round then client (the rounds whose record is whole)."""
+    root = Path(run_dir) / UPDATES_DIR
+    out = []
+    for d in sorted(root.glob("round-*")) if root.is_dir() else []:
+        r = int(d.name.split("-")[1])
+        path = update_clients_path(run_dir, r)
+        if not path.exists():
+            continue
+        with np.load(path) as z:
+            out += [KeptCase(r, int(c), int(n))
+                    for c, n in sorted(zip(z["client"].tolist(), z["num_examples"].tolist()))]
+    return out
+
+
+def load_case(run_dir: Path, case: KeptCase) -> tuple[dict[str, torch.Tensor],
+                                                       dict[str, torch.Tensor]]:
+    """(the start model, the client's model as received) of ``case``."""
+    return (load_checkpoint(update_start_path(run_dir, case.round)),
+            load_checkpoint(update_model_path(run_dir, case.round, case.client)))

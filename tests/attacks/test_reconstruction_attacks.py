@@ -1,0 +1,154 @@
+"""The gradient-inversion family's registry, its call contract (checks, box, dtypes,
+restarts) and determinism under the seed."""
+
+import numpy as np
+import pytest
+import torch
+
+from attacks.reconstruction import (RECONSTRUCTIONS, Budget, Reconstruction,
+                                    get_reconstruction, reconstruction_names,
+                                    register_reconstruction)
+from attacks.reconstruction.registry import reconstruction_label, resolve_options
+from attacks.reconstruction.trials import Trial, keep_best
+from attacks.update_case import LocalTraining, UpdateCase
+from fedaudit.errors import ScenarioError
+from fedaudit.models import build_model
+from fedaudit.training.losses import batch_loss
+
+ATTACKS = ["inverting-gradients", "dlg"]
+
+
+def _case(epochs=2, n=3, batch=2, momentum=0.9, optimizer="sgd", loss=batch_loss):
+    """A small CNN's update of several local steps (2 epochs of a batch of 2 and one of 1)
+    on random images: the unrolled path."""
+    model = build_model("cnn", in_channels=1, image_size=8, num_classes=10, width=2, seed=0)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    gen = torch.Generator().manual_seed(1)
+    update = {k: 1e-3 * torch.randn(v.shape, generator=gen, dtype=torch.float64)
+              for k, v in start.items()}
+    training = LocalTraining(0.05, momentum, 0.0, optimizer, epochs, batch, n)
+    return UpdateCase(model, start, update, training, (1, 8, 8), 10, (0.0, 1.0), loss)
+
+
+def test_the_attacks_are_registered_with_their_options():
+    assert set(ATTACKS) <= set(reconstruction_names())
+    assert reconstruction_label("inverting-gradients") == "Inverting Gradients"
+    assert reconstruction_label("dlg") == "DLG"
+    for name in ATTACKS:
+        assert RECONSTRUCTIONS.meta(name)["joint_labels"]
+    assert resolve_options("inverting-gradients", {"tv": 0}) == {
+        "tv": 0.0, "signed": True, "weighting": "equal", "lr_decay": True, "init": "randn"}
+    assert resolve_options("dlg", {}) == {"optimizer": "lbfgs"}
+
+
+def test_bad_options_are_one_line_errors():
+    with pytest.raises(TypeError, match="has no option 'beta'; its options: optimizer"):
+        resolve_options("dlg", {"beta": 1})
+    with pytest.raises(ScenarioError, match=r"option optimizer = 'sgd': unknown choice; "
+                                            r"allowed: lbfgs, adam"):
+        resolve_options("dlg", {"optimizer": "sgd"})
+    with pytest.raises(ScenarioError, match="option tv = -1.0: out of range, must be >= 0"):
+        resolve_options("inverting-gradients", {"tv": -1.0})
+    with pytest.raises(Exception, match="unknown reconstruction 'nope'; allowed: dlg, "
+                                        "inverting-gradients"):
+        get_reconstruction("nope")
+
+
+def test_a_new_attack_is_one_decorator_and_a_taken_name_is_refused():
+    @register_reconstruction("test-mean-image", label="mean")
+    def mean_image(case, *, num_samples, labels, budget, seed):
+        images = np.full((num_samples, *case.input_shape), 0.5, np.float32)
+        return Reconstruction(images, np.asarray(labels, np.int64), 0.0, 0, {})
+
+    try:
+        rec = get_reconstruction("test-mean-image")(_case(), num_samples=3, labels=[0, 1, 2],
+                                                    budget=Budget(1), seed=0)
+        assert rec.images.shape == (3, 1, 8, 8)
+        assert not RECONSTRUCTIONS.meta("test-mean-image")["joint_labels"]
+        with pytest.raises(ValueError, match="already registered"):
+            register_reconstruction("test-mean-image")(lambda case, **kw: None)
+    finally:
+        RECONSTRUCTIONS.unregister("test-mean-image")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"iterations": 0}, "Budget.iterations = 0: must be an integer >= 1"),
+    ({"iterations": 2.5}, "Budget.iterations = 2.5"),
+    ({"iterations": 1, "restarts": 0}, "Budget.restarts = 0"),
+    ({"iterations": 1, "lr": -0.1}, "Budget.lr = -0.1"),
+    ({"iterations": 1, "lr": float("nan")}, "Budget.lr = nan"),
+])
+def test_bad_budgets_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Budget(**kwargs)
+
+
+def test_a_reconstruction_checks_its_dtypes():
+    with pytest.raises(ValueError, match="float32 images"):
+        Reconstruction(np.zeros((2, 3)), np.zeros(2, np.int64), 0.0, 1)
+    with pytest.raises(ValueError, match="int64 labels"):
+        Reconstruction(np.zeros((2, 3), np.float32), np.zeros(3, np.int64), 0.0, 1)
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+@pytest.mark.parametrize("call, message", [
+    ({"num_samples": 2}, "num_samples = 2: must equal .* training.num_examples = 3"),
+    ({"labels": [0, 1]}, r"labels must be an integer array of shape \(3,\)"),
+    ({"labels": [0.0, 1.0, 2.0]}, r"labels must be an integer array"),
+    ({"labels": [0, 10, 2]}, r"labels\[1\] = 10: class ids must lie in 0..9"),
+    ({"seed": -1}, "seed = -1: must be an integer >= 0"),
+    ({"budget": 5}, "budget must be an attacks.reconstruction.Budget"),
+])
+def test_bad_calls_are_refused(name, call, message):
+    args = {"num_samples": 3, "labels": [0, 1, 2], "budget": Budget(1), "seed": 0, **call}
+    with pytest.raises((ValueError, TypeError), match=message):
+        get_reconstruction(name)(_case(), **args)
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_adam_and_joint_labels_with_another_loss_are_refused(name):
+    fn = get_reconstruction(name)
+    with pytest.raises(ValueError, match="training.optimizer = 'adam': unrolling the local "
+                                         "training needs SGD"):
+        fn(_case(optimizer="adam"), num_samples=3, labels=[0, 1, 2], budget=Budget(1), seed=0)
+
+    def smoothed(out, y):
+        return torch.nn.functional.cross_entropy(out, y, label_smoothing=0.1)
+
+    with pytest.raises(ValueError, match="labels = None needs the case's loss to be the mean "
+                                         "cross-entropy"):
+        fn(_case(loss=smoothed), num_samples=3, labels=None, budget=Budget(1), seed=0)
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+@pytest.mark.parametrize("labels", [[3, 1, 4], None])
+def test_same_seed_same_images_bit_for_bit(one_thread, name, labels):
+    case = _case()  # 4 unrolled steps with momentum
+    run = lambda seed, restarts=2: get_reconstruction(name)(  # noqa: E731
+        case, num_samples=3, labels=None if labels is None else np.array(labels),
+        budget=Budget(6, restarts), seed=seed)
+    a, b, c = run(7), run(7), run(8)
+    assert a.images.dtype == np.float32 and a.labels.dtype == np.int64
+    assert a.images.shape == (3, 1, 8, 8) and a.labels.shape == (3,)
+    assert a.images.min() >= 0.0 and a.images.max() <= 1.0
+    np.testing.assert_array_equal(a.images, b.images)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert a.loss == b.loss and a.info == b.info
+    assert not np.array_equal(a.images, c.images)
+    # the kept restart is the one of lowest loss, and restart r does not depend on how
+    # many restarts run
+    assert a.loss == min(a.info["restart_losses"]) and len(a.info["restart_losses"]) == 2
+    assert run(7, restarts=1).info["restart_losses"] == a.info["restart_losses"][:1]
+    if labels is not None:
+        assert a.labels.tolist() == labels and a.info["labels"] == "given"
+    assert not a.info["single_gradient"] and a.info["local_steps"] == 4
+
+
+def test_keep_best_skips_diverged_restarts_and_refuses_when_all_did():
+    img = torch.zeros(1, 1, 2, 2)
+    trials = [Trial(img + 1, torch.tensor([0]), float("inf")),
+              Trial(img, torch.tensor([[0.1, 2.0]]), 0.5)]
+    rec = keep_best(trials, 3, {})
+    assert rec.info["kept_restart"] == 1 and rec.loss == 0.5 and rec.labels.tolist() == [1]
+    with pytest.raises(RuntimeError, match="all 1 restarts diverged"):
+        keep_best(trials[:1], 3, {})

@@ -1,0 +1,159 @@
+"""The attacks on updates as jobs: one job's result does not depend on its runner (this
+process, or a grid's actor reached through a ``query.update_attack`` message), a failed job
+is a one-line error, the cache keys on what decides a result and survives a damaged
+entry."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import Context, Error, Message, RecordDict
+
+from attacks.reconstruction import Budget
+from fedaudit.audit import update_attack_cache as cache
+from fedaudit.audit.update_attacks import UpdateJob, run_in_process, run_update_job
+from fedaudit.config import load_scenario
+from fedaudit.models.registry import image_model
+from fedaudit.simulation.reference_federations import task_identity
+from fedaudit.simulation.update_attack_jobs import GridJobRunner, attack_update
+
+SHAPE, CLASSES = (1, 8, 8), 10
+
+
+def _job(seed: int = 0, *, lr: float = 0.05, iterations: int = 5, methods=("dlg",),
+         model: str = "mlp") -> UpdateJob:
+    """A client of 2 digits-sized samples whose update is one SGD step of lr on a made-up
+    gradient (random, seeded): enough for the attacks to run; their quality is tested
+    elsewhere."""
+    scenario = load_scenario("reconstruction-digits")
+    net = image_model(scenario.model, SHAPE, CLASSES, seed=0)
+    start = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    g = torch.Generator().manual_seed(seed)
+    received = {k: v - lr * torch.randn(v.shape, generator=g) for k, v in start.items()}
+    return UpdateJob(scenario, 0, 1, 2, SHAPE, CLASSES, start, received, ("bias-count",),
+                     tuple(methods), "guess", np.array([3, 7]), Budget(iterations=iterations),
+                     {}, 0)
+
+
+class FakeGrid:
+    """Flower's Grid as the runner uses it: each pushed message is answered by the handler
+    at once, in this process (``fail`` ids get an error reply instead; ``drop`` ids none)."""
+
+    def __init__(self, nodes=(11, 12), fail=(), drop=()):
+        self.nodes, self.fail, self.drop = list(nodes), set(fail), set(drop)
+        self.replies, self.sent = {}, []
+
+    def get_node_ids(self):
+        return self.nodes
+
+    def push_messages(self, messages):
+        ids = []
+        for i, m in enumerate(messages):
+            mid = f"m{i}"
+            m.metadata.__dict__["_message_id"] = mid
+            self.sent.append((m.metadata.dst_node_id, m.metadata.message_type))
+            if i in self.drop:
+                pass
+            elif i in self.fail:
+                self.replies[mid] = Message(Error(code=0, reason="actor died\nsecond line"),
+                                            reply_to=m)
+            else:
+                self.replies[mid] = attack_update(m, Context(0, 0, {}, RecordDict(), {}))
+            ids.append(mid)
+        return ids
+
+    def pull_messages(self, ids):
+        return [self.replies.pop(i) for i in list(ids) if i in self.replies]
+
+
+@pytest.fixture(autouse=True)
+def _in_a_flower_task():
+    with task_identity():  # Flower's Message needs a run's identity
+        yield
+
+
+def _same(a, b):
+    assert a.client == b.client and a.round == b.round
+    assert a.guesses.keys() == b.guesses.keys() and a.reconstructions.keys() == b.reconstructions.keys()
+    for m in a.guesses:
+        np.testing.assert_array_equal(a.guesses[m].counts, b.guesses[m].counts)
+    for m in a.reconstructions:
+        # bit-identical: the same arithmetic on the same thread count (one per job)
+        np.testing.assert_array_equal(a.reconstructions[m].images, b.reconstructions[m].images)
+        np.testing.assert_array_equal(a.reconstructions[m].labels, b.reconstructions[m].labels)
+        assert a.reconstructions[m].loss == b.reconstructions[m].loss
+
+
+def test_the_grid_runner_gives_what_the_job_gives_in_process():
+    jobs = [_job(0), _job(1), _job(2)]
+    grid = FakeGrid()
+    got = dict(GridJobRunner(grid)(jobs))
+    assert sorted(got) == [0, 1, 2]
+    assert grid.sent == [(11, "query.update_attack"), (12, "query.update_attack"),
+                         (11, "query.update_attack")]  # round-robin over the nodes
+    for i, job in enumerate(jobs):
+        _same(got[i], run_update_job(job))
+    _same(dict(run_in_process(jobs))[1], got[1])
+
+
+def test_a_failed_job_is_a_one_line_error_and_the_others_finish():
+    jobs = [_job(0), _job(1, model="mlp"), _job(2)]
+    bad = UpdateJob(**{**jobs[1].__dict__, "methods": ("no-such-attack",)})
+    got = dict(run_in_process([jobs[0], bad, jobs[2]]))
+    assert isinstance(got[0], type(got[2])) and not isinstance(got[0], str)
+    assert isinstance(got[1], str) and "no-such-attack" in got[1] and "\n" not in got[1]
+    got = dict(GridJobRunner(FakeGrid(fail={1}))(jobs))
+    assert got[1] == "the actor failed: actor died"
+    assert not isinstance(got[0], str) and not isinstance(got[2], str)
+
+
+def test_a_job_without_a_reply_is_an_error_after_the_timeout():
+    got = dict(GridJobRunner(FakeGrid(drop={0}), timeout=0.0)([_job(0), _job(1)]))
+    assert got[0] == "no reply within 0 s" and not isinstance(got[1], str)
+
+
+def test_the_cache_key_follows_what_decides_the_result():
+    base = _job(0)
+    key = cache.cache_key(base)
+    assert cache.cache_key(_job(0)) == key  # the same inputs
+    assert cache.cache_key(UpdateJob(**{**base.__dict__, "client": 3, "round": 2})) == key
+    changed = [_job(1),  # another update
+               _job(0, iterations=6),  # another budget
+               _job(0, methods=("inverting-gradients",)),
+               UpdateJob(**{**base.__dict__, "seed": 1}),
+               UpdateJob(**{**base.__dict__, "labels_from": "given"})]
+    keys = [cache.cache_key(j) for j in changed]
+    assert key not in keys and len(set(keys)) == len(keys)
+    given = UpdateJob(**{**base.__dict__, "labels_from": "given"})
+    other = UpdateJob(**{**given.__dict__, "true_labels": np.array([3, 8])})
+    assert cache.cache_key(given) != cache.cache_key(other)  # given labels are an input
+
+
+def test_the_cache_round_trips_and_recomputes_a_damaged_entry(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path))
+    job = _job(0)
+    key = cache.cache_key(job)
+    assert cache.load_cached(key) is None
+    result = run_update_job(job)
+    cache.save_cached(key, result)
+    assert [p.name for p in cache.cache_dir().iterdir()] == [f"{key}.pkl"]  # no temp left
+    _same(cache.load_cached(key), result)
+    (cache.cache_dir() / f"{key}.pkl").write_bytes(b"not a pickle")
+    with caplog.at_level(logging.WARNING, logger="fedaudit"):
+        assert cache.load_cached(key) is None
+    assert "unreadable" in caplog.text and "recomputing" in caplog.text
+
+
+@pytest.mark.parametrize("runtime", ["driver", "grid", "auto"])
+def test_update_job_runner_runs_in_process_without_a_simulation_grid(runtime):
+    from fedaudit.simulation.update_attack_jobs import update_job_runner
+
+    scenario = load_scenario("reconstruction-digits", [f"reconstruction.runtime={runtime}"])
+    assert update_job_runner(scenario, None) is run_in_process
+
+    class SimGrid(FakeGrid):
+        pull_interval = 0.1  # what marks Flower's in-memory (simulation) grid
+
+    runner = update_job_runner(scenario, SimGrid())
+    assert (runner is run_in_process) == (runtime == "driver")
