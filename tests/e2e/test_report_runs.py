@@ -84,8 +84,10 @@ def test_report_full_run_has_every_section_and_figure(tiny_run, capsys):
     text = _report(tiny_run, capsys)
     for sid, *_ in SECTIONS:
         assert f'<section id="{sid}">' in text, sid
-    # the planted secrets are text data's (tests/e2e/test_secrets_run.py): absent here, said so
-    images = [spec for spec in FIGURES if spec.section != "secrets"]
+    # the planted secrets are text data's (tests/e2e/test_secrets_run.py) and the
+    # reconstructions need [reconstruction] (tests/e2e/test_reconstruction_run.py): absent
+    # here, said so
+    images = [spec for spec in FIGURES if spec.section not in ("secrets", "reconstruction")]
     for spec in images:
         m = re.search(rf'<figure id="fig-{spec.key}"( class="\w+")?>', text)
         assert m and m.group(1) is None, f"{spec.key}: {m and m.group(1)}"
