@@ -10,7 +10,9 @@
 * :mod:`fedaudit.labs.challenge`: the capstone challenge (``fedaudit lab challenge`` /
   ``fedaudit lab grade``);
 * :mod:`fedaudit.labs.leaderboard`: a graded submission beside chance (both metrics' chance
-  levels, the TPR's confidence interval).
+  levels, the TPR's confidence interval);
+* :mod:`fedaudit.labs.updates`: lab 10's client updates on the digits
+  (:func:`~fedaudit.labs.updates.client_update`) and fedaudit's own attack on them.
 
 Attributes load on first use, so ``fedaudit lab grade`` does not import torch.
 """
