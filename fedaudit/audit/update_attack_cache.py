@@ -18,9 +18,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import pickle
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +26,7 @@ import torch
 
 from fedaudit.version import __version__
 from fedaudit.audit.update_attacks import CaseResult, UpdateJob
-from fedaudit.rundir.files import cache_root
+from fedaudit.rundir.files import atomic_write_bytes, cache_root
 
 log = logging.getLogger("fedaudit")
 
@@ -86,13 +84,6 @@ def save_cached(key: str, result: CaseResult) -> None:
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=root, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(result, f)
-            os.replace(tmp, root / f"{key}.pkl")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(root / f"{key}.pkl", pickle.dumps(result))
     except OSError as exc:
         log.warning("cannot cache an update-attack result under %s: %s", root, exc)

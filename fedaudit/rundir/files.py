@@ -67,6 +67,12 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its folder: a reader sees the
+    old file or the whole new one, never a part."""
+    _atomic_bytes(Path(path), data)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     _atomic_bytes(Path(path), text.encode("utf-8"))
 
