@@ -14,22 +14,13 @@ from tests.helpers.runs import run_cli
 
 def _job_of(run, client: int):
     """The run's update job of ``client`` in round 1, rebuilt from its files."""
-    from attacks.reconstruction import Budget
-    from fedaudit.audit.update_attacks import UpdateJob
+    from fedaudit.audit.stages.reconstruction import update_jobs
     from fedaudit.config import from_toml
     from fedaudit.data import build_federated_data
-    from fedaudit.probes.client_updates import kept_cases, load_case
 
     scenario = from_toml((run / "scenario.toml").read_text())
-    data = build_federated_data(scenario)
-    case = next(c for c in kept_cases(run) if c.client == client)
-    start, received = load_case(run, case)
-    t = scenario.stages["reconstruction"]
-    return UpdateJob(scenario, client, 1, case.num_examples, tuple(data.x.shape[1:]),
-                     data.num_classes, start, received, tuple(t["label_methods"]),
-                     tuple(t["methods"]), t["labels"], data.y[data.clients[client]],
-                     Budget(iterations=t["iterations"], restarts=t["restarts"],
-                            lr=t["lr"] or None), {}, t["seed"])
+    jobs, _ = update_jobs(scenario, build_federated_data(scenario), run)
+    return next(j for j in jobs if j.client == client and j.round == 1)
 
 
 def test_reconstruction_end_to_end(tmp_path):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,15 +32,17 @@ from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
 from fedaudit.audit.update_attacks import CaseResult, UpdateJob, UpdateJobRunner, run_in_process
+from fedaudit.data import FederatedData
 from fedaudit.options import option
 from fedaudit.probes.client_updates import kept_cases, load_case
 from fedaudit.registry import registered
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
+from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["Reconstruction", "THREAT_MODEL"]
+__all__ = ["Reconstruction", "THREAT_MODEL", "update_jobs"]
 
 #: what the server knew and used (results.json ``reconstruction.threat_model``)
 THREAT_MODEL = {
@@ -164,69 +167,80 @@ class Reconstruction(Stage):
 
     def run(self, ctx: AuditContext) -> None:
         t = ctx.scenario.stages["reconstruction"]
-        cases = kept_cases(ctx.run_dir)
-        shape, classes = tuple(ctx.data.x.shape[1:]), ctx.data.num_classes
-        from attacks.reconstruction import Budget
-
-        budget = Budget(iterations=t["iterations"], restarts=t["restarts"],
-                        lr=t["lr"] or None)
-        options = {name: dict(ctx.scenario.stages.get(f"{prefix}.{name}", {}))
-                   for prefix, names in (("label_leakage", t["label_methods"]),
-                                         ("reconstruction", t["methods"]))
-                   for name in names}
-        notes, jobs = [], []
-        for case in cases:
-            start, received = load_case(ctx.run_dir, case)
-            methods = tuple(t["methods"]) if case.num_examples <= t["max_samples"] else ()
-            if t["methods"] and not methods:
-                notes.append(f"client {case.client} round {case.round}: {case.num_examples} "
-                             f"samples > reconstruction.max_samples = {t['max_samples']}: "
-                             "labels only")
-            jobs.append(UpdateJob(ctx.scenario, case.client, case.round, case.num_examples,
-                                  shape, classes, start, received, tuple(t["label_methods"]),
-                                  methods, t["labels"], _true(ctx, case.client)[2],
-                                  budget, options, t["seed"]))
-        t0 = time.perf_counter()
+        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir)
         runner = ctx.update_runner or run_in_process
-        results, cached = _run_jobs(ctx, runner, jobs, notes)
+        t0 = time.perf_counter()
+        results, cached, failed = _run_jobs(ctx, runner, jobs)
         seconds = time.perf_counter() - t0
         prior = ctx.data.x[ctx.data.train].mean(axis=0)
-        ctx.results["label_leakage"] = _label_results(ctx, t, results)
-        ctx.results["label_leakage"]["notes"] = [n for n in notes if "failed" in n]
+        ctx.results["label_leakage"] = {**_label_results(ctx, t, results), "notes": failed}
         if t["methods"]:
-            ctx.results["reconstruction"] = _reconstruction_results(ctx, t, results, prior,
-                                                                    budget, seconds, notes)
-            ctx.results["reconstruction"]["cache"] = {"from_cache": cached,
-                                                      "dir": str(cache_dir())}
-            ctx.results["reconstruction"]["ran_on"] = getattr(
-                runner, "where", "the ServerApp's process, one job after another")
+            ctx.results["reconstruction"] = {
+                **_reconstruction_results(ctx, t, results, prior, _budget(t), seconds,
+                                          notes + failed),
+                "cache": {"from_cache": cached, "dir": str(cache_dir())},
+                "ran_on": getattr(runner, "where",
+                                  "the ServerApp's process, one job after another")}
 
 
-def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob],
-              notes: list[str]) -> tuple[list[CaseResult], int]:
+def _budget(t: dict):
+    from attacks.reconstruction import Budget
+
+    return Budget(iterations=t["iterations"], restarts=t["restarts"], lr=t["lr"] or None)
+
+
+def update_jobs(scenario: Scenario, data: FederatedData,
+                run_dir: Path) -> tuple[list[UpdateJob], list[str]]:
+    """One :class:`UpdateJob` per (client, round) update the ``client-updates`` probe kept in
+    ``run_dir``, as ``[reconstruction]`` asks, and the notes of the updates too large to
+    rebuild (labels only)."""
+    t = scenario.stages["reconstruction"]
+    budget = _budget(t)
+    options = {name: dict(scenario.stages.get(f"{prefix}.{name}", {}))
+               for prefix, names in (("label_leakage", t["label_methods"]),
+                                     ("reconstruction", t["methods"]))
+               for name in names}
+    notes, jobs = [], []
+    for case in kept_cases(run_dir):
+        start, received = load_case(run_dir, case)
+        methods = tuple(t["methods"]) if case.num_examples <= t["max_samples"] else ()
+        if t["methods"] and not methods:
+            notes.append(f"client {case.client} round {case.round}: {case.num_examples} "
+                         f"samples > reconstruction.max_samples = {t['max_samples']}: "
+                         "labels only")
+        jobs.append(UpdateJob(scenario, case.client, case.round, case.num_examples,
+                              tuple(data.x.shape[1:]), data.num_classes, start, received,
+                              tuple(t["label_methods"]), methods, t["labels"],
+                              data.y[data.clients[case.client]], budget, options, t["seed"]))
+    return jobs, notes
+
+
+def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner,
+              jobs: list[UpdateJob]) -> tuple[list[CaseResult], int, list[str]]:
     """Each job's result, from the cache or from the run's job runner (cached as each
     finishes, so an interrupted audit keeps what it computed), in the jobs' order; a job
-    that failed is left out with a note.  Returns (results, how many came from the cache)."""
+    that failed is left out.  Returns (results, how many came from the cache, a note per
+    failed job)."""
     keys = [cache_key(job) for job in jobs]
     done: list[CaseResult | None] = [load_cached(k) for k in keys]
     cached = sum(r is not None for r in done)
     todo = [i for i, r in enumerate(done) if r is None]
-    finished = cached
+    finished, failed = cached, []
     ctx.progress.step("reconstruction", finished, len(jobs),
                       f"{cached} cached" if cached else "running")
     for k, out in runner([jobs[i] for i in todo]):
         i = todo[k]
         if isinstance(out, str):
-            notes.append(f"client {jobs[i].client} round {jobs[i].round}: the attacks "
-                         f"failed ({out}); left out")
-            log.warning("reconstruction: %s", notes[-1])
+            failed.append(f"client {jobs[i].client} round {jobs[i].round}: the attacks "
+                          f"failed ({out}); left out")
+            log.warning("reconstruction: %s", failed[-1])
         else:
             done[i] = out
             save_cached(keys[i], out)
         finished += 1
         ctx.progress.step("reconstruction", finished, len(jobs),
                           f"client {jobs[i].client}, round {jobs[i].round}")
-    return [r for r in done if r is not None], cached
+    return [r for r in done if r is not None], cached, failed
 
 
 def _label_results(ctx: AuditContext, t: dict, results: list[CaseResult]) -> dict[str, Any]:
