@@ -93,7 +93,6 @@ def client_update(n: int = 1, *, client: int = 0, epochs: int = 1, batch_size: i
                                                 "clip_norm": clip_norm}
     train_local(trained, x, y, ids, cfg, seed=seed, device=torch.device("cpu"), dp=dp)
     received = {k: v.detach().clone() for k, v in trained.state_dict().items()}
-    received = {k.removeprefix("_module."): v for k, v in received.items()}  # Opacus' wrap
     return ClientUpdate(model, start, received, lr, epochs, batch, n, x[ids].copy(),
                         y[ids].copy())
 
@@ -116,7 +115,7 @@ def matched_psnr(images, true: np.ndarray) -> np.ndarray:
     assignment gives it (:func:`fedaudit.image_metrics.reconstruction_metrics`)."""
     from fedaudit.image_metrics import reconstruction_metrics
 
-    rec = np.asarray(images, dtype=np.float32)
+    rec = np.asarray(images)
     zeros = np.zeros(len(rec), np.int64)
     met = reconstruction_metrics(rec, zeros, true, np.zeros(len(true), np.int64),
                                  true.mean(axis=0), data_range=1.0, win_size=7)
