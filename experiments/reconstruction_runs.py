@@ -11,7 +11,11 @@ Tables (``--table``):
 * ``defenses`` -- the defenses (none, server clipping, DP-FedAvg server / client side,
   DP-SGD at several noise levels, top-k sparsification at several fractions) on the same
   federation; the rounds after the attacked first one train the model whose test accuracy
-  the defense costs.
+  the defense costs.  With ``--utility-set`` overrides each defense also trains a second
+  federation (the same overrides, then those, with the attacks off): the test accuracy and
+  epsilon are that run's -- a privacy-utility frontier whose utility comes from a model
+  trained long enough to mean something, while the leakage is measured where the attack
+  is strongest (each client one batch, round 1).
 
 * ``gnq`` -- does a sample's in-round GNQ (client side, ``audit.gnq.client``) predict how
   well it is rebuilt?  One run per ``--values`` batch size; Spearman's rho between each
@@ -27,7 +31,9 @@ each prints one row and the table is printed (rich) and written as JSON (``--out
         --set data.dataset=npz --set data.path=../shared/data/cifar10-jpeg-10k.npz
     python experiments/reconstruction_runs.py --table defenses --scenario reconstruction-digits \\
         --set federation.num_clients=16 --set data.client_samples=8 --set train.batch_size=8 \\
-        --set federation.rounds=40 --set train.lr=0.1 --set reconstruction.iterations=300
+        --set train.lr=0.1 --set reconstruction.iterations=300 \\
+        --utility-set federation.num_clients=10 --utility-set data.client_samples=100 \\
+        --utility-set federation.rounds=30
 """
 
 from __future__ import annotations
@@ -100,6 +106,21 @@ def row(name: str, results: dict, wall: float) -> dict:
             "notes": rec.get("notes", [])}
 
 
+def utility(args, extra: list[str]) -> dict:
+    """The setting's cost: test accuracy and epsilon of the utility federation
+    (``--utility-set``), trained with the setting's overrides and the attacks off."""
+    import fedaudit
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        run = fedaudit.run(args.scenario, out=tmp, progress=False, cache=Path(tmp) / "c",
+                           overrides=[*args.overrides, *extra, *args.utility_overrides,
+                                      "reconstruction.enabled=false"])
+        return {"test_accuracy": run.results["model"]["test_accuracy"],
+                "epsilon": run.results.get("defense", {}).get("epsilon"),
+                "utility_run_seconds": time.perf_counter() - t0}
+
+
 def gnq_link(run_dir: Path) -> dict:
     """Spearman's rho between a reconstructed sample's in-round GNQ and its quality."""
     import numpy as np
@@ -170,6 +191,9 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=4, help="the steps table's batch size")
     ap.add_argument("--scenario", default="reconstruction")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--utility-set", dest="utility_overrides", action="append", default=[],
+                    help="overrides of a second run per setting, attacks off, whose test "
+                         "accuracy and epsilon the row reports (the defenses' frontier)")
     ap.add_argument("--out", default=None, help="JSON file for the rows")
     args = ap.parse_args(argv)
 
@@ -184,9 +208,15 @@ def main(argv=None) -> None:
             rows.append(row(name, run.results, time.perf_counter() - t0))
             if args.table == "gnq":
                 rows[-1]["gnq"] = gnq_link(run.dir)
+        if args.utility_overrides:
+            r = rows[-1]
+            rows[-1] = {**r, "attack_run_test_accuracy": r["test_accuracy"],
+                        "attack_run_epsilon": r["epsilon"], **utility(args, extra)}
         print(json.dumps(rows[-1]), flush=True)
     title = (f"{args.scenario}: {args.table} "
              f"({' '.join(args.overrides) or 'scenario defaults'})")
+    if args.utility_overrides:
+        title += f"; test acc and epsilon from {' '.join(args.utility_overrides)}"
     print_rows(rows, title)
     if args.out:
         Path(args.out).write_text(json.dumps({"title": title, "rows": rows}, indent=1))

@@ -52,15 +52,15 @@ def dlg(case: UpdateCase, *, num_samples: int, labels: np.ndarray | None, budget
     opts = resolve_options(NAME, options)
     simulator, given = check_call(NAME, case, num_samples, labels, budget, seed,
                                   joint_labels=True)
-    dtype = simulator.dtype
+    dtype, device = simulator.dtype, simulator.device
     lr = budget.lr if budget.lr is not None else DEFAULT_LR[opts["optimizer"]]
     low, high = case.box
     trials = []
     for restart in range(budget.restarts):
         gen = restart_generator(seed, restart)
         x = torch.randn((num_samples, *case.input_shape), generator=gen,
-                        dtype=dtype).requires_grad_(True)
-        y = dummy_labels(given, num_samples, case.num_classes, gen, dtype)
+                        dtype=dtype).to(device).requires_grad_(True)
+        y = dummy_labels(given, num_samples, case.num_classes, gen, dtype, device)
         variables = [x, y] if given is None else [x]
 
         def closure() -> torch.Tensor:

@@ -53,7 +53,8 @@ INITS = ("randn", "uniform")
 
 def initial_images(shape: tuple[int, ...], box: tuple[float, float], init: str,
                    gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
-    """A restart's starting images: N(0, 1) draws (``randn``) or uniform in the box."""
+    """A restart's starting images (on the CPU, from ``gen``): N(0, 1) draws (``randn``)
+    or uniform in the box."""
     if init == "randn":
         return torch.randn(shape, generator=gen, dtype=dtype)
     low, high = box
@@ -81,8 +82,9 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
     if opts["tv"] > 0 and len(case.input_shape) != 3:
         raise ValueError(f"{NAME}: option tv > 0 needs images (C, H, W), got input_shape "
                          f"{case.input_shape}; set tv = 0")
-    dtype = simulator.dtype
+    dtype, device = simulator.dtype, simulator.device
     weights = parameter_weights(opts["weighting"], len(simulator.names), dtype=dtype)
+    weights = None if weights is None else weights.to(device)
     lr = budget.lr if budget.lr is not None else DEFAULT_LR
     low, high = case.box
     its = budget.iterations
@@ -90,8 +92,8 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
     for restart in range(budget.restarts):
         gen = restart_generator(seed, restart)
         x = initial_images((num_samples, *case.input_shape), case.box, opts["init"], gen,
-                           dtype).requires_grad_(True)
-        y = dummy_labels(given, num_samples, case.num_classes, gen, dtype)
+                           dtype).to(device).requires_grad_(True)
+        y = dummy_labels(given, num_samples, case.num_classes, gen, dtype, device)
         variables = [x, y] if given is None else [x]
         opt = torch.optim.Adam(variables, lr=lr)
         milestones = [its * 3 // 8, its * 5 // 8, its * 7 // 8] if opts["lr_decay"] else []

@@ -26,6 +26,7 @@ Adding an attack is one file in ``attacks/reconstruction/`` with one decorator l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,16 +43,21 @@ __all__ = ["Budget", "RECONSTRUCTIONS", "Reconstruction", "ReconstructionFn",
 
 @dataclass(frozen=True)
 class Budget:
-    """How much optimisation one (client, round) job may spend.
+    """How much optimisation one (client, round) job may spend, and where.
 
     ``iterations``: optimiser iterations per restart (each one simulated update and its
     backward through the matching loss: a double backward); ``restarts``: independent
     random initialisations, the one of lowest final matching loss is kept; ``lr``: the
-    optimiser's step size (None: the attack's own default, from its paper)."""
+    optimiser's step size (None: the attack's own default, from its paper); ``device``:
+    the torch device the optimisation runs on (``cpu``, ``cuda`` or ``cuda:N``).  The
+    random initialisations are drawn on the CPU whatever the device, so a GPU run starts
+    from the same dummy data as a CPU run; its result differs only by the devices'
+    floating-point arithmetic (bit-identical results hold on one CPU and thread count)."""
 
     iterations: int
     restarts: int = 1
     lr: float | None = None
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) \
@@ -64,6 +70,10 @@ class Budget:
                                         and np.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"Budget.lr = {self.lr!r}: must be a finite number > 0 (or None: "
                              "the attack's default)")
+        if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?",
+                                                                self.device):
+            raise ValueError(f"Budget.device = {self.device!r}: allowed 'cpu', 'cuda' or "
+                             "'cuda:N'")
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ them), with several it assumes the same order every epoch unless ``order`` is gi
 tests pass the client's own to pin the unrolling to the real training).  Adam is refused.
 
 Only trainable parameters are matched: buffers are not gradients (they enter the forward
-pass at their ``start`` values).  The simulation runs in the dtype of the start model; the
-observed float64 update is cast to it.
+pass at their ``start`` values).  The simulation runs in the dtype of the start model, on
+the device given to :meth:`UpdateSimulator.of`; the observed float64 update is cast to it.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ class UpdateSimulator:
     single: bool
 
     @classmethod
-    def of(cls, case: UpdateCase) -> "UpdateSimulator":
+    def of(cls, case: UpdateCase, device: torch.device | str = "cpu") -> "UpdateSimulator":
         """Check that the case can be simulated (SGD, trainable parameters present) and
-        prepare a copy of the model in training mode with the start parameters."""
+        prepare a copy of the model in training mode with the start parameters, on
+        ``device`` (the model, its buffers and the target; the dummy data must be there
+        too)."""
         t = case.training
         if t.optimizer != "sgd":
             raise ValueError(f"training.optimizer = {t.optimizer!r}: unrolling the local "
@@ -85,25 +87,30 @@ class UpdateSimulator:
             raise ValueError(f"start[{names[0]!r}] has dtype {dtype}: needs a float model")
         model = copy.deepcopy(case.model).to(dtype).train()
         model.load_state_dict(dict(case.start))
+        model.to(device)
         # the copy's own parameters, at the start values, are the leaves of every
         # simulation's graph: one step calls the model as it is (no functional_call's
         # parameter swapping); the attacks differentiate with respect to the dummy data
         # only (autograd.grad), so nothing accumulates in them
         params = dict(model.named_parameters())
         start = tuple(params[n] for n in names)
-        buffers = {n: case.start[n].detach() for n, _ in model.named_buffers()
+        buffers = {n: case.start[n].detach().to(device) for n, _ in model.named_buffers()
                    if n in case.start}
         single = case.single_gradient()
         if single:
             observed = case.gradient()
-            target = tuple(observed[n].to(dtype) for n in names)
+            target = tuple(observed[n].to(device, dtype) for n in names)
         else:
-            target = tuple(case.update[n].detach().to(dtype) for n in names)
+            target = tuple(case.update[n].detach().to(device, dtype) for n in names)
         return cls(case, model, names, start, buffers, target, single)
 
     @property
     def dtype(self) -> torch.dtype:
         return self.start[0].dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.start[0].device
 
     def _loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if y.dtype.is_floating_point:
@@ -143,7 +150,8 @@ class UpdateSimulator:
         for epoch in range(t.local_epochs):
             perm = None if order is None else torch.as_tensor(order[epoch])
             for s in range(0, n, t.batch_size):
-                idx = slice(s, s + t.batch_size) if perm is None else perm[s:s + t.batch_size]
+                idx = (slice(s, s + t.batch_size) if perm is None
+                       else perm[s:s + t.batch_size].to(x.device))
                 grads = torch.autograd.grad(self._step_loss(params, x[idx], y[idx]), params,
                                             create_graph=True)
                 d = tuple(g + t.weight_decay * p if t.weight_decay else g

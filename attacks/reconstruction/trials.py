@@ -16,7 +16,7 @@ from attacks.reconstruction.registry import Budget, Reconstruction
 from attacks.reconstruction.simulate import UpdateSimulator
 from attacks.update_case import UpdateCase
 
-__all__ = ["Trial", "check_call", "dummy_labels", "final_loss", "keep_best",
+__all__ = ["Trial", "budget_device", "check_call", "dummy_labels", "final_loss", "keep_best",
            "restart_generator"]
 
 
@@ -38,7 +38,7 @@ def check_call(name: str, case: UpdateCase, num_samples: Any, labels: Any, budge
             or num_samples != n:
         raise ValueError(f"{name}: num_samples = {num_samples!r}: must equal the samples the "
                          f"client trained on, training.num_examples = {n}")
-    simulator = UpdateSimulator.of(case)
+    simulator = UpdateSimulator.of(case, budget_device(name, budget))
     if labels is None:
         if not joint_labels:
             raise ValueError(f"{name}: labels = None, but this attack does not optimise labels "
@@ -53,7 +53,19 @@ def check_call(name: str, case: UpdateCase, num_samples: Any, labels: Any, budge
     if len(bad):
         raise ValueError(f"{name}: labels[{bad[0]}] = {y[bad[0]]}: class ids must lie in "
                          f"0..{case.num_classes - 1}")
-    return simulator, torch.from_numpy(y.astype(np.int64))
+    return simulator, torch.from_numpy(y.astype(np.int64)).to(simulator.device)
+
+
+def budget_device(name: str, budget: Budget) -> torch.device:
+    """``budget.device`` as a torch device; ``ValueError`` when this process has no such
+    CUDA device (a job sent to an actor without a GPU fails with this line)."""
+    device = torch.device(budget.device)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise ValueError(f"{name}: budget.device = {budget.device!r}, but this process "
+                             f"sees {count} CUDA device(s)")
+    return device
 
 
 def _check_soft_loss(name: str, case: UpdateCase) -> None:
@@ -70,19 +82,23 @@ def _check_soft_loss(name: str, case: UpdateCase) -> None:
 
 
 def restart_generator(seed: int, restart: int) -> torch.Generator:
-    """The random stream of one restart: independent of how many restarts run."""
+    """The random stream of one restart: independent of how many restarts run.  A CPU
+    generator whatever the attack's device: draws are made on the CPU and moved, so every
+    device starts from the same dummy data."""
     return torch.Generator().manual_seed(
         int(np.random.SeedSequence([int(seed), int(restart)]).generate_state(1)[0]))
 
 
 def dummy_labels(given: torch.Tensor | None, num_samples: int, num_classes: int,
-                 gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+                 gen: torch.Generator, dtype: torch.dtype,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
     """The labels a restart optimises with: the given class ids, or label logits (N, C)
-    drawn N(0, 1) and optimised jointly (DLG), which :class:`UpdateSimulator` reads as
-    soft labels softmax(logits)."""
+    drawn N(0, 1) (on the CPU, then moved to ``device``) and optimised jointly (DLG),
+    which :class:`UpdateSimulator` reads as soft labels softmax(logits)."""
     if given is not None:
         return given
-    return torch.randn(num_samples, num_classes, generator=gen, dtype=dtype).requires_grad_(True)
+    return torch.randn(num_samples, num_classes, generator=gen,
+                       dtype=dtype).to(device).requires_grad_(True)
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,7 @@ def keep_best(trials: Sequence[Trial], iterations: int, info: dict[str, Any]) ->
                            "try a smaller budget.lr")
     t = trials[best]
     labels = t.labels.argmax(dim=-1) if t.labels.dtype.is_floating_point else t.labels
-    return Reconstruction(images=t.images.detach().to(torch.float32).numpy(),
-                          labels=labels.detach().to(torch.int64).numpy(),
+    return Reconstruction(images=t.images.detach().to("cpu", torch.float32).numpy(),
+                          labels=labels.detach().to("cpu", torch.int64).numpy(),
                           loss=losses[best], iterations=iterations,
                           info={**info, "restart_losses": losses, "kept_restart": best})

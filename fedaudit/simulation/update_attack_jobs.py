@@ -58,6 +58,9 @@ class GridJobRunner:
 
     #: where the jobs ran (results.json ``reconstruction.ran_on``)
     where = "the run's Ray actors (Flower's simulation grid)"
+    #: the jobs run in other processes (the actors: their GPUs are
+    #: ``federation.client_resources.num_gpus``)
+    on_actors = True
 
     def __init__(self, grid: Grid, timeout: float | None = None) -> None:
         self.grid = grid

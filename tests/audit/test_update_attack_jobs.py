@@ -121,6 +121,7 @@ def test_the_cache_key_follows_what_decides_the_result():
     changed = [_job(1),  # another update
                _job(0, iterations=6),  # another budget
                _job(0, methods=("inverting-gradients",)),
+               UpdateJob(**{**base.__dict__, "budget": Budget(5, device="cuda")}),
                UpdateJob(**{**base.__dict__, "seed": 1}),
                UpdateJob(**{**base.__dict__, "labels_from": "given"})]
     keys = [cache.cache_key(j) for j in changed]

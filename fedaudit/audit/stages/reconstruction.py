@@ -42,7 +42,7 @@ from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["Reconstruction", "THREAT_MODEL", "update_jobs"]
+__all__ = ["Reconstruction", "THREAT_MODEL", "job_device", "update_jobs"]
 
 #: what the server knew and used (results.json ``reconstruction.threat_model``)
 THREAT_MODEL = {
@@ -94,6 +94,10 @@ TABLE = {
                       "ServerApp's process, one after another), auto (grid in simulation, "
                       "driver when deployed); the results are the same",
                       choices=("auto", "grid", "driver")),
+    "device": option(str, "auto", "torch device of the reconstructions: cuda, cpu, or auto "
+                     "(cuda when the process running the jobs has a GPU: the ServerApp's, "
+                     "or the Ray actors' when federation.client_resources.num_gpus > 0)",
+                     choices=("auto", "cpu", "cuda")),
 }
 
 
@@ -153,6 +157,11 @@ class Reconstruction(Stage):
         if bad:
             return (f"reconstruction.clients = {list(t['clients'])!r}: client {bad[0]} does "
                     f"not exist; allowed: 0..{scenario.federation.num_clients - 1}")
+        if t["device"] == "cuda" and t["runtime"] != "driver" \
+                and scenario.federation.client_resources.num_gpus <= 0:
+            return ("reconstruction.device = 'cuda' runs the jobs on the Ray actors, which "
+                    "need federation.client_resources.num_gpus > 0 (or set "
+                    "reconstruction.runtime = 'driver')")
         rounds = t["rounds"]
         if not isinstance(rounds, str) and max(rounds) > scenario.federation.rounds:
             return (f"reconstruction.rounds = {list(rounds)!r}: round {max(rounds)} does not "
@@ -167,8 +176,9 @@ class Reconstruction(Stage):
 
     def run(self, ctx: AuditContext) -> None:
         t = ctx.scenario.stages["reconstruction"]
-        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir)
         runner = ctx.update_runner or run_in_process
+        device = job_device(ctx.scenario, on_actors=getattr(runner, "on_actors", False))
+        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir, device=device)
         t0 = time.perf_counter()
         results, cached, failed = _run_jobs(ctx, runner, jobs)
         seconds = time.perf_counter() - t0
@@ -176,26 +186,45 @@ class Reconstruction(Stage):
         ctx.results["label_leakage"] = {**_label_results(ctx, t, results), "notes": failed}
         if t["methods"]:
             ctx.results["reconstruction"] = {
-                **_reconstruction_results(ctx, t, results, prior, _budget(t), seconds,
-                                          notes + failed),
+                **_reconstruction_results(ctx, t, results, prior, _budget(t, device),
+                                          seconds, notes + failed),
                 "cache": {"from_cache": cached, "dir": str(cache_dir())},
                 "ran_on": getattr(runner, "where",
                                   "the ServerApp's process, one job after another")}
 
 
-def _budget(t: dict):
+def _budget(t: dict, device: str):
     from attacks.reconstruction import Budget
 
-    return Budget(iterations=t["iterations"], restarts=t["restarts"], lr=t["lr"] or None)
+    return Budget(iterations=t["iterations"], restarts=t["restarts"], lr=t["lr"] or None,
+                  device=device)
 
 
-def update_jobs(scenario: Scenario, data: FederatedData,
-                run_dir: Path) -> tuple[list[UpdateJob], list[str]]:
+def job_device(scenario: Scenario, *, on_actors: bool) -> str:
+    """``reconstruction.device`` resolved where the jobs are built, so that the cache key
+    and results.json name the device that computed them: ``auto`` is ``cuda`` when this
+    process sees a GPU and the jobs run here (``on_actors`` False) or on actors that get
+    one (``federation.client_resources.num_gpus > 0``; Ray hides the GPUs from the
+    others), else ``cpu``."""
+    import torch
+
+    choice = scenario.stages["reconstruction"]["device"]
+    if choice != "auto":
+        return choice
+    if not torch.cuda.is_available():
+        return "cpu"
+    if on_actors and scenario.federation.client_resources.num_gpus <= 0:
+        return "cpu"
+    return "cuda"
+
+
+def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
+                device: str = "cpu") -> tuple[list[UpdateJob], list[str]]:
     """One :class:`UpdateJob` per (client, round) update the ``client-updates`` probe kept in
-    ``run_dir``, as ``[reconstruction]`` asks, and the notes of the updates too large to
-    rebuild (labels only)."""
+    ``run_dir``, as ``[reconstruction]`` asks, the reconstructions on ``device``, and the
+    notes of the updates too large to rebuild (labels only)."""
     t = scenario.stages["reconstruction"]
-    budget = _budget(t)
+    budget = _budget(t, device)
     options = {name: dict(scenario.stages.get(f"{prefix}.{name}", {}))
                for prefix, names in (("label_leakage", t["label_methods"]),
                                      ("reconstruction", t["methods"]))
@@ -304,7 +333,8 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
     return {"methods": list(t["methods"]), "threat_model": THREAT_MODEL,
             "labels_from": labels_from,
             "budget": {"iterations": budget.iterations, "restarts": budget.restarts,
-                       "lr": budget.lr, "max_samples": t["max_samples"], "seed": t["seed"]},
+                       "lr": budget.lr, "max_samples": t["max_samples"], "seed": t["seed"],
+                       "device": budget.device},
             "prior": "the train split's mean image",
             "ssim_window": _ssim_window(ctx.data.x.shape),
             "cases": per_case,

@@ -1,0 +1,56 @@
+"""The reconstruction stage's own checks (one line each, before training) and where its
+jobs compute (``reconstruction.device``)."""
+
+import pytest
+import torch
+
+from fedaudit.audit.stages.reconstruction import job_device
+from fedaudit.config import load_scenario
+from fedaudit.errors import ScenarioError
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["reconstruction.label_methods=[]"],
+     "reconstruction.labels = 'guess' needs a label method"),
+    (["reconstruction.label_methods=[]", "reconstruction.methods=[]"],
+     "reconstruction.enabled = true lists no attack"),
+    (["reconstruction.clients=[4]"],
+     r"reconstruction.clients = \[4\]: client 4 does not exist; allowed: 0..3"),
+    (["reconstruction.rounds=[2]"],
+     r"reconstruction.rounds = \[2\]: round 2 does not exist; allowed: 1..1"),
+    (["reconstruction.device=cuda"],
+     "reconstruction.device = 'cuda' runs the jobs on the Ray actors, which need "
+     r"federation.client_resources.num_gpus > 0"),
+    (["reconstruction.device=gpu"], "reconstruction.device"),
+])
+def test_bad_reconstruction_tables_are_refused_in_one_line(overrides, message):
+    with pytest.raises(ScenarioError, match=message) as err:
+        load_scenario("reconstruction-digits", overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_cuda_in_the_driver_needs_no_actor_gpus():
+    s = load_scenario("reconstruction-digits", ["reconstruction.device=cuda",
+                                                "reconstruction.runtime=driver"])
+    assert job_device(s, on_actors=False) == "cuda"
+
+
+@pytest.mark.parametrize("gpu, num_gpus, on_actors, expected", [
+    (False, 0.0, True, "cpu"),
+    (False, 0.5, True, "cpu"),    # no GPU in this process: the actors have none either
+    (True, 0.0, True, "cpu"),     # Ray hides the GPU from actors that asked for none
+    (True, 0.25, True, "cuda"),
+    (True, 0.0, False, "cuda"),   # the jobs run in this process, which has one
+    (False, 0.0, False, "cpu"),
+])
+def test_auto_picks_the_gpu_only_where_the_jobs_run_with_one(monkeypatch, gpu, num_gpus,
+                                                             on_actors, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    s = load_scenario("reconstruction-digits",
+                      [f"federation.client_resources.num_gpus={num_gpus}"])
+    assert job_device(s, on_actors=on_actors) == expected
+
+
+def test_an_explicit_device_is_kept():
+    s = load_scenario("reconstruction-digits", ["reconstruction.device=cpu"])
+    assert job_device(s, on_actors=True) == "cpu"
