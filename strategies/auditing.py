@@ -227,8 +227,11 @@ class AuditingStrategy(Strategy):
             audit.note = "the wrapped strategy returned no aggregate; kept the previous model"
         return arrays, metrics
 
-    def aggregate_train(self, server_round: int,
-                        replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(self, server_round: int, replies: Iterable[Message], *,
+                        secure: bool = False) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """``secure``: the replies are secure aggregation's stand-ins (each holds the
+        aggregate and its client's metrics, :mod:`strategies.secure_aggregation`): they
+        are validated and aggregated, but no probe sees them as a client's update."""
         server_round += self.round_offset
         audit = RoundAudit(server_round, RoundRecord(self.run_dir, server_round, self.subdir))
         valid = self._valid_replies(audit, replies)
@@ -237,8 +240,10 @@ class AuditingStrategy(Strategy):
         for reply in seen:
             audit.clients.append(ClientRound(reply.client, reply.num_examples,
                                              reply.train_loss))
-            for probe in self.probes:
+            for probe in () if secure else self.probes:
                 probe.on_reply(reply, audit.record)
+        if secure:
+            seen = ()
         arrays, metrics = self._aggregate(audit, [msg for _, msg in valid])
         wanted = arrays is not None and any(AGGREGATE in p.reads for p in self.probes)
         view = RoundView(server_round, seen, _decoded(arrays) if wanted else None)

@@ -52,6 +52,8 @@ def check_server_view(scenario: Scenario) -> str | None:
     round that the scenario's aggregation hides from the server: the message names the
     probe, who asks for it and the aggregations that would show it; None when all fit."""
     agg = aggregation_of(scenario)
+    if agg.check is not None and (problem := agg.check(scenario)):
+        return problem
     for name, why in probe_requests(scenario).items():
         cls = PROBES[name]
         hidden = agg.hides(cls.reads)

@@ -67,12 +67,29 @@ def check_scenario(scenario: Scenario) -> Scenario:
 
     if msg := check_stage_data(scenario, data):
         raise ScenarioError(msg)
+    if msg := check_secagg_weights(scenario, data):
+        raise ScenarioError(msg)
     try:
         model_for(scenario.model, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:
         raise ScenarioError(f"model.name = {scenario.model.name!r} does not fit the data "
                             f"shape {tuple(data.x.shape[1:])}: {str(exc).splitlines()[0]}") from None
     return scenario
+
+
+def check_secagg_weights(scenario: Scenario, data) -> str | None:
+    """SecAgg+ encodes a client's weight (its num_examples) as a share of ``max_weight``;
+    a larger one overflows its arithmetic (Flower only warns)."""
+    from fedaudit.probes.secure_aggregation import NAME
+
+    if scenario.federation.aggregation != NAME:
+        return None
+    largest = max(len(ids) for ids in data.clients)
+    cap = scenario.federation.secagg.max_weight
+    if largest > cap:
+        return (f"federation.secagg.max_weight = {cap:g}: a client holds {largest} training "
+                f"samples, its SecAgg+ weight; allowed: >= {largest}")
+    return None
 
 
 def validate_all(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -45,6 +45,9 @@ class Defense:
     #: what the server receives from a client under this defense (the model the curious
     #: server attacks, :mod:`fedaudit.audit.targets.client_models`)
     server_sees: ClassVar[str] = "each client's local model, as sent"
+    #: the server transforms each client's update before aggregating (server-side
+    #: clipping): impossible when it sees only the aggregate (secure aggregation)
+    needs_each_update: ClassVar[bool] = False
     #: the one-run DP audit of this kind (``[audit.dp]``, :mod:`fedaudit.dp_audit`):
     #: "sample" (canary samples in the clients' data), "client" (canary clients) or None
     dp_audit: ClassVar[str | None] = None

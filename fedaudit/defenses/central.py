@@ -55,6 +55,7 @@ class ServerSideDP(_CentralDP):
     wrapper = "server-fixed-clipping"
     where = "server"
     server_sees = "each client's local model as sent, BEFORE the server clips (and noises) it"
+    needs_each_update = True
     gnq_note = ("server-side update GNQ and update_norm in rounds.jsonl are computed on the "
                 "updates as received, i.e. BEFORE the server clips them")
 

@@ -14,6 +14,7 @@ class UpdateClipping(Defense):
     dp_audit = "client"
     wrapper = "server-fixed-clipping"
     server_sees = "each client's local model as sent, BEFORE the server clips it"
+    needs_each_update = True
 
     def noise_multiplier(self, cfg):
         return 0.0

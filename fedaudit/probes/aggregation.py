@@ -8,9 +8,11 @@ and audit stages that need a view the scenario's aggregation hides
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fedaudit.probes.base import AGGREGATE, RECORDS, UPDATES, VIEWS
+from fedaudit.probes.secure_aggregation import NAME as SECAGG, check_secagg
 from fedaudit.registry import Registry
 from fedaudit.scenario import Scenario
 
@@ -19,12 +21,14 @@ __all__ = ["AGGREGATIONS", "Aggregation", "aggregation_of", "register_aggregatio
 
 @dataclass(frozen=True)
 class Aggregation:
-    """One aggregation path: its name, one line on what the server receives, and the views
-    of a round it shows the server (a subset of :data:`fedaudit.probes.VIEWS`)."""
+    """One aggregation path: its name, one line on what the server receives, the views
+    of a round it shows the server (a subset of :data:`fedaudit.probes.VIEWS`), and its
+    own check of a scenario (one line naming the key, or None)."""
 
     name: str
     describe: str
     shows: frozenset[str]
+    check: Callable[[Scenario], str | None] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.shows) - set(VIEWS))
@@ -55,4 +59,9 @@ def aggregation_of(scenario: Scenario) -> Aggregation:
 register_aggregation(Aggregation(
     "plain", "every client's reply reaches the server, which aggregates it (Flower's "
     "strategies)", frozenset({UPDATES, RECORDS, AGGREGATE})))
+register_aggregation(Aggregation(
+    SECAGG, "Flower's SecAgg+: the server receives only the sum of the sampled clients' "
+    "masked, quantised, weighted models, and takes their weighted mean",
+    frozenset({AGGREGATE}), check=check_secagg))
+
 AGGREGATIONS.mark_builtin()

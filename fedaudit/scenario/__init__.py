@@ -41,13 +41,13 @@ from fedaudit.scenario.tables import (DEFAULT_ATTACKS, DEFAULT_TEXT_ATTACKS, FLO
                                       ClientResources, DataConfig, DefenseConfig,
                                       DpAuditConfig, FaultsConfig, FederationConfig, GnqConfig,
                                       ModelConfig, QuantizationConfig, RayInit,
-                                      ReferenceConfig, RunInfo, TrainConfig)
+                                      ReferenceConfig, RunInfo, SecAggConfig, TrainConfig)
 
 __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo", "Scenario",
-    "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
+    "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
     "sections_to_toml", "to_toml",
 ]
 

@@ -22,7 +22,7 @@ __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo",
-    "TrainConfig", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
+    "SecAggConfig", "TrainConfig", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
 ]
 
 #: Strategies that aggregate model arrays with a plain constructor; the DP wrappers are
@@ -147,6 +147,24 @@ class RayInit:
 
 
 @dataclass(frozen=True)
+class SecAggConfig:
+    """``[federation.secagg]``: the options of Flower's SecAgg+ (``SecAggPlusWorkflow``,
+    ``secaggplus_mod``), read when ``federation.aggregation = "secagg+"``."""
+    num_shares: int = key(3, "shares each client's secrets are split into (its neighbours "
+                          "plus itself): odd, >= 3, at most the clients per round", min=3)
+    reconstruction_threshold: int = key(2, "shares needed to rebuild a dropped client's "
+                                        "mask: >= 2 and below num_shares", min=2)
+    clipping_range: float = key(8.0, "each model parameter is clipped to [-r, r] before "
+                                "quantisation", min=0.0, min_exclusive=True)
+    quantization_range: int = key(4194304, "integers a parameter is quantised to (2^22)",
+                                  min=2)
+    modulus_range: int = key(4294967296, "modulus of the masks' arithmetic: a power of 2, "
+                             "above quantization_range, at most 2^32", min=4)
+    max_weight: float = key(1000.0, "largest client weight (num_examples) SecAgg+ encodes "
+                            "without overflow", min=0.0, min_exclusive=True)
+
+
+@dataclass(frozen=True)
 class FederationConfig:
     """``[federation]`` with its two sub-tables."""
     num_clients: int = key(10, "number of simulated clients (SuperNodes)", min=1, max=10000)
@@ -159,10 +177,12 @@ class FederationConfig:
                          min=0.0, min_exclusive=True)
     aggregation: str = key("plain", "how the clients' updates reach the server (a registered "
                            "aggregation path, fedaudit.probes.aggregation): plain (every "
-                           "client's reply; Flower's strategies); what the server sees decides "
-                           "which probes, attack targets and stages can run",
+                           "client's reply; Flower's strategies) or secagg+ (Flower's "
+                           "SecAgg+: only the sum of the masked models); what the server sees "
+                           "decides which probes, attack targets and stages can run",
                            choices=registered("aggregation"))
     client_resources: ClientResources = ClientResources()
+    secagg: SecAggConfig = SecAggConfig()
     init_args: RayInit = RayInit()
 
     def sampled_clients(self) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from fedaudit.dp_audit.levels import planted_level
 from fedaudit.training import client_seed, pick_device, train_local
 from fedaudit.defenses import get_defense
 from strategies.defenses import clip_when_asked_mod
+from strategies.secure_aggregation import secagg_when_asked_mod
 
 
 
@@ -160,7 +161,7 @@ class FedauditClientApp(ClientApp):
     def __init__(self, extra_mods: list | tuple = (), audit_jobs: bool = False) -> None:
         self.extra_mods = tuple(extra_mods)
         self.audit_jobs = audit_jobs
-        super().__init__(mods=[*self.extra_mods, clip_when_asked_mod])
+        super().__init__(mods=[*self.extra_mods, secagg_when_asked_mod, clip_when_asked_mod])
         self.train()(train)
         if audit_jobs:
             from fedaudit.simulation.update_attack_jobs import ACTION, attack_update

@@ -29,6 +29,8 @@ from fedaudit.simulation.update_attack_jobs import update_job_runner
 from fedaudit.scenario import Scenario
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
+from strategies.secure_aggregation import run_secagg_rounds
+from fedaudit.probes.secure_aggregation import NAME as SECAGG
 
 log = logging.getLogger("fedaudit")
 
@@ -58,11 +60,16 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
                                 probes=probes, run_dir=run_dir, subdir=subdir,
                                 min_clients=scenario.federation.min_clients,
                                 round_offset=done)
-    strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
-                   num_rounds=rounds - done,
-                   timeout=scenario.federation.timeout,
-                   train_config=ConfigRecord({wire.SCENARIO: to_toml(scenario),
-                                              wire.TRAIN_SEED: train_seed}))
+    train_config = ConfigRecord({wire.SCENARIO: to_toml(scenario), wire.TRAIN_SEED: train_seed})
+    if scenario.federation.aggregation == SECAGG:
+        run_secagg_rounds(grid, strategy, initial_arrays=ArrayRecord(recorder.current),
+                          num_rounds=rounds - done, train_config=train_config,
+                          secagg=scenario.federation.secagg,
+                          timeout=scenario.federation.timeout)
+    else:
+        strategy.start(grid=grid, initial_arrays=ArrayRecord(recorder.current),
+                       num_rounds=rounds - done, timeout=scenario.federation.timeout,
+                       train_config=train_config)
     spent = getattr(strategy.strategy, "privacy_spent", lambda: None)()
     if spent is not None:  # Flower's live accountant (this start() only; not resumed rounds)
         recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,
