@@ -257,6 +257,12 @@ def _summary(results: dict, seconds: float) -> None:
                        for m, p in rec["pooled"].items() if p.get("samples")
                        and p.get("psnr") is not None)
         console.print(f"reconstruction from the updates: {by}", highlight=False)
+    mal = results.get("malicious_server")
+    if mal and mal.get("samples"):
+        console.print(f"malicious server (imprint, {mal['bins']} bins, {mal['aggregation']} "
+                      f"aggregation): {mal['near_exact']} of {mal['samples']} samples of round "
+                      f"{mal['round']} read back near-exactly ({mal['share']:.0%}; expected "
+                      f"{mal['expected_share']:.0%})", highlight=False)
     attacks = results.get("attacks") or {}
     if attacks:
         t = Table(title="membership inference on the global model (pooled over clients)")

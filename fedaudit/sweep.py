@@ -101,9 +101,9 @@ def _data_key(scenario: Scenario) -> str:
 def check_data(scenario: Scenario) -> None:
     """What ``fedaudit run`` checks before training: data availability and model shape."""
     from fedaudit.data import build_federated_data
-    from fedaudit.models import model_for
+    from fedaudit.training.served import served_model
 
-    model_for(scenario.model, build_federated_data(scenario), seed=scenario.seed)
+    served_model(scenario, build_federated_data(scenario), seed=scenario.seed)
 
 
 def plan_sweep(scenario: str, grids: list[str], sets: Iterable[str] = (), *,

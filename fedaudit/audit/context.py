@@ -29,7 +29,7 @@ from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, 
 from fedaudit.audit.update_attacks import UpdateJobRunner
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.data import FederatedData
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.rundir import load_checkpoint
 from fedaudit.scenario import Scenario
 
@@ -108,7 +108,7 @@ class AuditContext:
 
     @cached_property
     def _model(self) -> torch.nn.Module:
-        return model_for(self.scenario.model, self.data, seed=self.scenario.seed)
+        return served_model(self.scenario, self.data, seed=self.scenario.seed)
 
     def oracle(self, state: dict[str, torch.Tensor]) -> Oracle:
         """Query access to the model ``state`` (the one model object of the audit, loaded

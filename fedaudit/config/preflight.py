@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedaudit.config import STATEFUL_STRATEGIES, ScenarioError, from_toml, load_scenario
 from fedaudit.data import build_federated_data
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.rundir.layout import SCENARIO_NAME, rounds_path
 from fedaudit.scenario import Scenario
 
@@ -70,7 +70,7 @@ def check_scenario(scenario: Scenario) -> Scenario:
     if msg := check_secagg_weights(scenario, data):
         raise ScenarioError(msg)
     try:
-        model_for(scenario.model, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
+        served_model(scenario, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:
         raise ScenarioError(f"model.name = {scenario.model.name!r} does not fit the data "
                             f"shape {tuple(data.x.shape[1:])}: {str(exc).splitlines()[0]}") from None

@@ -34,7 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "DP_GRADIENT_DIR",
-           "RECONSTRUCTIONS_NAME", "UPDATES_DIR", "update_clients_path", "update_model_path",
+           "IMPRINT_NAME", "RECONSTRUCTIONS_NAME", "UPDATES_DIR", "update_clients_path", "update_model_path",
            "update_start_path", "updates_round_dir",
            "GNQ_DIR", "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME",
            "ROUNDS_NAME", "RUN_MARKERS", "SCENARIO_NAME", "SCORES_NAME", "checkpoint_path",
@@ -55,6 +55,7 @@ DP_CANARIES_NAME = "dp_canaries.npz"
 DP_GRADIENT_DIR = "dp_gradient"
 UPDATES_DIR = "updates"
 RECONSTRUCTIONS_NAME = "reconstructions.npz"
+IMPRINT_NAME = "imprint.npz"
 #: any of these marks a (possibly unfinished) run directory
 RUN_MARKERS = (RESULTS_NAME, SCENARIO_NAME, ROUNDS_NAME, LOG_NAME, CHECKPOINTS_DIR)
 

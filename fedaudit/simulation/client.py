@@ -29,7 +29,7 @@ from flwr.clientapp import ClientApp
 from fedaudit.config import from_toml
 from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.scenario import FaultsConfig, Scenario
 from fedaudit.dp_audit.gradient import canaries_for_model
 from fedaudit.dp_audit.levels import planted_level
@@ -77,7 +77,7 @@ def workspace(scenario_text: str, train_seed: int | None, *,
         scenario = from_toml(scenario_text, "scenario from server")
         data = build_federated_data(scenario)
         seed = scenario.seed if train_seed is None else train_seed
-        ws = Workspace(scenario, data, model_for(scenario.model, data, seed=seed))
+        ws = Workspace(scenario, data, served_model(scenario, data, seed=seed))
         while len(_WORKSPACES) >= _MAX_WORKSPACES:
             _WORKSPACES.pop(next(iter(_WORKSPACES)))  # oldest first
         _WORKSPACES[key] = ws

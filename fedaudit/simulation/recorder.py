@@ -14,7 +14,7 @@ from flwr.app import ArrayRecord
 
 from fedaudit.data import FederatedData
 from fedaudit.training.health import chance_level_warning
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.audit.context import Trajectory
 from fedaudit.rundir import append_jsonl, atomic_torch_save, atomic_write_text
 from fedaudit.probes.client_gnq import read_client_gnq
@@ -46,7 +46,7 @@ class RunRecorder:
         self.subdir = subdir
         checkpoints_dir(run_dir, subdir).mkdir(parents=True, exist_ok=True)
         self.jsonl = rounds_path(run_dir, subdir)
-        self.model = model_for(scenario.model, data, seed=train_seed)
+        self.model = served_model(scenario, data, seed=train_seed)
         self.rounds: list[dict] = []
         self.checkpoints: list[Path] = []
         self.current: dict[str, torch.Tensor] = {k: v.clone() for k, v in

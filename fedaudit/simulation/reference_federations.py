@@ -42,7 +42,7 @@ from flwr.serverapp import Grid
 from fedaudit.audit.reference_models import ReferenceJob
 from fedaudit.config import to_toml
 from fedaudit.data import FederatedData
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.scenario import Scenario
 from fedaudit.simulation.strategy_factory import make_strategy
 from strategies import wire
@@ -192,7 +192,7 @@ def _train(scenario: Scenario, data: FederatedData, jobs: Sequence[ReferenceJob]
     fed = scenario.federation
     text = to_toml(scenario)
     strategies = [make_strategy(scenario, seed=job.seed, canary_clients=False) for job in jobs]
-    arrays = [ArrayRecord(model_for(scenario.model, data, seed=job.seed).state_dict())
+    arrays = [ArrayRecord(served_model(scenario, data, seed=job.seed).state_dict())
               for job in jobs]
     grid = VirtualGrid(fed.num_clients)
     for rnd in range(1, fed.rounds + 1):

@@ -51,7 +51,7 @@ from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.gradient import canaries_for_model, global_scores, update_scores
 from fedaudit.dp_audit.levels import LEVELS
-from fedaudit.models import model_for
+from fedaudit.training.served import served_model
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import DP_CANARIES_NAME, dp_gradient_round_path
 from fedaudit.scenario import Scenario
@@ -69,7 +69,7 @@ def canary_scores(scenario: Scenario, data: FederatedData, state: dict[str, torc
     """Membership score of every sample canary: minus its loss (under its canary label) on
     the model ``state``."""
     assert data.dp_canaries is not None
-    model = model_for(scenario.model, data, seed=scenario.seed)
+    model = served_model(scenario, data, seed=scenario.seed)
     model.load_state_dict(state)
     ids = data.dp_canaries.ids
     losses, _ = per_sample_losses(model, data.x[ids], data.y[ids], device=device)
@@ -92,7 +92,7 @@ def client_audit(scenario: Scenario, data: FederatedData, state: dict[str, torch
     """(results.json ``dp_audit``, the dp_canaries.npz arrays) of the client-level audit:
     the released model ``state`` against the initial global model."""
     cfg = scenario.audit.dp
-    initial = model_for(scenario.model, data, seed=scenario.seed).state_dict()
+    initial = served_model(scenario, data, seed=scenario.seed).state_dict()
     change = _flat_floats(state) - _flat_floats(initial)
     scores = direction_scores(change, scenario.seed, cfg.canaries)
     included = client_inclusion(cfg.canaries, scenario.seed)
@@ -116,7 +116,7 @@ def lira_canary_scores(scenario: Scenario, data: FederatedData,
     ``state``, the reference models ``references`` all OUT."""
     assert data.dp_canaries is not None
     ids = data.dp_canaries.ids
-    model = model_for(scenario.model, data, seed=scenario.seed)
+    model = served_model(scenario, data, seed=scenario.seed)
     bs = scenario.attack.batch_size
     probs = []
     for ref in references:
@@ -162,7 +162,7 @@ def gradient_audit(scenario: Scenario, data: FederatedData, state: dict[str, tor
     audit: the server's view (the clients' updates at the canaries, every recorded round)
     on top, the released global model ``state`` against the initial one under ``global``."""
     cfg = scenario.audit.dp
-    initial = model_for(scenario.model, data, seed=scenario.seed)
+    initial = served_model(scenario, data, seed=scenario.seed)
     canaries, layout = canaries_for_model(cfg.canaries, initial, scenario.federation.num_clients,
                                           scenario.seed)
     rounds = []

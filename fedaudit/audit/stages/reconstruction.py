@@ -42,7 +42,7 @@ from fedaudit.scenario import Scenario
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["Reconstruction", "THREAT_MODEL", "job_device", "update_jobs"]
+__all__ = ["Reconstruction", "THREAT_MODEL", "job_device", "ssim_window", "update_jobs"]
 
 #: what the server knew and used (results.json ``reconstruction.threat_model``)
 THREAT_MODEL = {
@@ -101,7 +101,7 @@ TABLE = {
 }
 
 
-def _ssim_window(shape: tuple[int, ...]) -> int:
+def ssim_window(shape: tuple[int, ...]) -> int:
     """Wang et al.'s 11 x 11 window, or the largest odd one that fits smaller images (the
     digits' 8 x 8: 7)."""
     side = min(shape[-2:])
@@ -309,7 +309,7 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
                                  "num_examples": int(len(ids))}
         for m, rec in res.reconstructions.items():
             met = reconstruction_metrics(rec.images, rec.labels, x, y, prior, data_range=1.0,
-                                         win_size=_ssim_window(x.shape))
+                                         win_size=ssim_window(x.shape))
             entry[m] = {**_pooled([met]), "matching_loss": float(rec.loss),
                         "seconds": res.seconds[m]}
             pooled[m].append(met)
@@ -336,7 +336,7 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
                        "lr": budget.lr, "max_samples": t["max_samples"], "seed": t["seed"],
                        "device": budget.device},
             "prior": "the train split's mean image",
-            "ssim_window": _ssim_window(ctx.data.x.shape),
+            "ssim_window": ssim_window(ctx.data.x.shape),
             "cases": per_case,
             "pooled": {m: _pooled(v) for m, v in pooled.items()},
             "seconds": seconds, "notes": notes}

@@ -1,0 +1,144 @@
+"""The malicious server (issue 40): it sent the clients the model behind an imprint block
+(Fowl et al. 2022, :mod:`attacks.imprint`; :func:`fedaudit.training.served.served_model`
+builds it) and reads the round's samples back from the block's part of the aggregate update
+-- global model after the round minus the one it sent -- which is all it needs, so secure
+aggregation does not stop it.  results.json ``malicious_server``, ``imprint.npz``.
+
+Ground truth: the samples of the round's aggregated clients (rounds.jsonl ``clients``), each
+training on its whole partition.  A candidate is matched to them by an optimal assignment
+(:func:`fedaudit.image_metrics.reconstruction_metrics`); it is near-exact when its PSNR is at
+least ``near_exact_db``.  The expected share is (k / (k + 1))^N for N samples and k bins
+(:func:`attacks.imprint.expected_recovery_rate`); it assumes one local step per client (the
+block's rows are equal only before the first step) and a Gaussian mean pixel.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.options import option
+from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import IMPRINT_NAME
+
+__all__ = ["Imprint", "THREAT_MODEL"]
+
+#: what the malicious server knew and did (results.json ``malicious_server.threat_model``)
+THREAT_MODEL = {
+    "position": "malicious server",
+    "does": ["sends the clients the task model behind an imprint block of its own (Fowl et "
+             "al. 2022, 'Robbing the Fed')", "sets the block's thresholds from data it "
+             "holds (the test split's mean pixel)"],
+    "knows": ["the global model it sent", "the aggregate the round released (under "
+              "secure aggregation: nothing else)"],
+    "does_not_know": ["any client's update", "the clients' samples or labels"],
+}
+
+TABLE = {
+    "enabled": option(bool, False, "the server sends the model behind an imprint block and "
+                      "rebuilds the round's samples from the aggregate update"),
+    "bins": option(int, 256, "the block's bins k (expected share recovered: (k/(k+1))^N "
+                   "for N samples in the round)", min=1),
+    "gain": option(float, 1e6, "the block's signal: its update grows with it while its own "
+                   "weights shrink (it must stand out of float32 rounding and SecAgg+'s "
+                   "quantisation)", min=0.0, min_exclusive=True),
+    "round": option(int, 1, "the round attacked", min=1),
+    "near_exact_db": option(float, 40.0, "PSNR (dB) from which a candidate counts as "
+                            "recovered near-exactly", min=0.0),
+}
+
+
+@register_stage
+class Imprint(Stage):
+    name = "imprint"
+    order = 470
+    writes = ("malicious_server",)
+    timing = "attack_seconds"
+    options = {"imprint": TABLE}
+
+    def enabled(self, scenario):
+        return bool(scenario.stages["imprint"]["enabled"])
+
+    def check(self, scenario):
+        t = scenario.stages["imprint"]
+        if t["round"] > scenario.federation.rounds:
+            return (f"imprint.round = {t['round']}: round {t['round']} does not exist; "
+                    f"allowed: 1..{scenario.federation.rounds}")
+        if scenario.stages["reconstruction"]["enabled"]:
+            return ("imprint.enabled = true changes the model the clients train; the attacks "
+                    "on updates (reconstruction.enabled) assume the scenario's own model: "
+                    "turn one of them off")
+        return None
+
+    def check_data(self, scenario, data):
+        if data.text is not None:
+            return (f"imprint.enabled = true: the imprint block reads images; data.dataset = "
+                    f"{scenario.data.dataset!r} is text")
+        return None
+
+    def run(self, ctx: AuditContext) -> None:
+        from attacks.imprint import expected_recovery_rate, recover_images
+        from fedaudit.audit.stages.reconstruction import ssim_window
+        from fedaudit.image_metrics import reconstruction_metrics
+        from fedaudit.training.served import served_model
+
+        t = ctx.scenario.stages["imprint"]
+        t0 = time.perf_counter()
+        r = t["round"]
+        start = (served_model(ctx.scenario, ctx.data, seed=ctx.scenario.seed).state_dict()
+                 if r == 1 else ctx.trajectory.state(r - 1))
+        after = ctx.trajectory.state(r)
+        shape = tuple(ctx.data.x.shape[1:])
+        delta = {k: after[k].double().numpy() - start[k].double().numpy()
+                 for k in ("0.linear0.weight", "0.linear0.bias")}
+        # the weights are float32: bins no sample reached carry their rounding (about 1e-7
+        # of them); 1e-3 of the largest bias difference keeps the reached ones
+        images, bins = recover_images(delta["0.linear0.weight"], delta["0.linear0.bias"],
+                                      shape, rtol=1e-3)
+        line = next(x for x in ctx.results["rounds"] if x["round"] == r)
+        clients = list(line["clients"])
+        ids = (np.concatenate([ctx.data.clients[c] for c in clients]) if clients
+               else np.zeros(0, np.int64))
+        n = len(ids)
+        notes = []
+        if len(images) > n:  # more reached bins than samples: keep the strongest n
+            diff = np.abs(np.diff(np.append(delta["0.linear0.bias"], 0.0)))[bins]
+            keep = np.sort(np.argsort(-diff)[:n])
+            notes.append(f"{len(images)} bins changed for {n} samples; kept the {n} with "
+                         "the largest bias differences")
+            images, bins = images[keep], bins[keep]
+        if ctx.scenario.train.local_epochs * int(np.ceil(
+                max((len(ctx.data.clients[c]) for c in clients), default=1)
+                / ctx.scenario.train.batch_size)) > 1:
+            notes.append("the clients took several local steps: the block's rows differ "
+                         "after the first, and the expected share assumes one")
+        out: dict[str, Any] = {
+            "attack": "imprint", "threat_model": THREAT_MODEL,
+            "aggregation": ctx.scenario.federation.aggregation, "round": r,
+            "bins": t["bins"], "gain": t["gain"], "samples": n, "candidates": len(images),
+            "expected_share": expected_recovery_rate(n, t["bins"]) if n else None,
+            "near_exact_db": t["near_exact_db"],
+            "test_accuracy": ctx.results["model"]["test_accuracy"]}
+        if len(images) and n:
+            met = reconstruction_metrics(
+                np.clip(images, 0.0, 1.0).astype(np.float32), np.zeros(len(images), np.int64),
+                ctx.data.x[ids], np.zeros(n, np.int64), ctx.data.x[ctx.data.train].mean(0),
+                data_range=1.0, win_size=ssim_window(shape))
+            near = met.psnr >= t["near_exact_db"]
+            out.update({"near_exact": int(near.sum()), "share": float(near.sum() / n),
+                        "psnr_median": float(np.median(np.minimum(met.psnr, 300.0))),
+                        "ssim": float(np.mean(met.ssim)),
+                        "identifiability": float(np.mean(met.identifiable))})
+            atomic_save_npz(ctx.run_dir / IMPRINT_NAME,
+                            image=np.clip(images, 0, 1).astype(np.float32), bin=bins,
+                            true_id=ids[met.matched], psnr=met.psnr, ssim=met.ssim)
+        else:
+            out.update({"near_exact": 0, "share": 0.0 if n else None, "psnr_median": None,
+                        "ssim": None, "identifiability": None})
+            notes.append("no bin of the block changed: nothing to read")
+        ctx.results["malicious_server"] = {**out, "seconds": time.perf_counter() - t0,
+                                           "notes": notes}
