@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="JSON to stdout")
     cmp_.add_argument("--quantized", action="store_true",
                       help="add one row per quantized release (a quantizer as a defense)")
+    cmp_.add_argument("--matrix", action="store_true",
+                      help="the threat-model matrix instead: which attack survives which "
+                           "attacker position, one column per run")
 
     sw = sub.add_parser("sweep", help="run the cartesian product of --grid values")
     sw.add_argument("scenario")
@@ -162,6 +165,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from fedaudit.compare import compare_rows, print_table, to_csv, to_json
 
+    if args.matrix:
+        from rich.console import Console
+
+        from fedaudit.compare.matrix import matrices, matrix_json, matrix_table
+
+        cols = matrices(args.run_dirs)
+        if args.json:
+            sys.stdout.write(matrix_json(cols))
+        elif args.csv:
+            raise ScenarioError("--matrix writes a table or --json, not --csv")
+        else:
+            Console(width=max(100, 30 + 34 * len(cols))).print(matrix_table(cols))
+        return 0
     rows = compare_rows(args.run_dirs, quantized=args.quantized)
     if args.csv:
         sys.stdout.write(to_csv(rows))

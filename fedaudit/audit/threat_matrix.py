@@ -1,0 +1,141 @@
+"""The threat-model matrix of one run (issue 40): which attack survives which position.
+
+Rows are the attacker's positions, columns the attack families; each cell holds the
+strongest figure the run measured for that position and family, or says why there is
+none: ``not possible`` (the position sees nothing that family attacks: an outsider holds
+no update; under secure aggregation the server holds no client's update) or ``not
+measured`` (the position could attack, this run did not).  Read from results.json alone
+(``attack_positions``, ``label_leakage``, ``reconstruction``, ``malicious_server``, the
+scenario's ``federation.aggregation``), so ``fedaudit compare`` can rebuild it for old runs.
+
+Figures: membership -- the best attack's pooled AUC and TPR at 1 % FPR at that position;
+label leakage -- the first label attack's pooled accuracy (labels as a multiset);
+reconstruction -- the first reconstruction's pooled PSNR (dB) and identifiability, or the
+malicious server's share of the round's samples read back near-exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["FAMILIES", "POSITIONS", "Cell", "matrix_json", "threat_matrix"]
+
+#: the attack families (columns)
+FAMILIES = ("membership", "label leakage", "reconstruction")
+#: the positions (rows) and what each sees
+POSITIONS = {
+    "outsider": "the released model",
+    "insider": "every round's global model",
+    "curious server (each update)": "each client's update, as received",
+    "curious server (aggregate only)": "each round's aggregate (secure aggregation)",
+    "malicious server": "the aggregate of a model it modified",
+}
+NOT_POSSIBLE, NOT_MEASURED, MEASURED = "not possible", "not measured", "measured"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell: ``status`` (measured / not possible / not measured), the headline
+    ``figure`` (AUC, label accuracy, PSNR or share; None unless measured), a short ``text``
+    for tables, and ``why`` when there is no figure."""
+
+    status: str
+    figure: float | None = None
+    text: str = ""
+    why: str = ""
+
+
+def _position(results: dict, name: str) -> dict | None:
+    for p in results.get("attack_positions") or []:
+        if isinstance(p, dict) and p.get("position") == name and p.get("auc") is not None:
+            return p
+    if name == "outsider":  # a run that attacked only the released model has no positions
+        attacks = {m: a for m, a in (results.get("attacks") or {}).items()
+                   if isinstance(a, dict) and a.get("auc") is not None}
+        if attacks:
+            m = max(attacks, key=lambda k: attacks[k]["auc"])
+            return {"best_method": m, "auc": attacks[m]["auc"],
+                    "tpr_at_1pct_fpr": attacks[m].get("tpr_at_1pct_fpr")}
+    return None
+
+
+def _membership(p: dict | None, what: str) -> Cell:
+    if p is None:
+        return Cell(NOT_MEASURED, why=f"no membership attack on {what} in this run")
+    tpr = p.get("tpr_at_1pct_fpr")
+    return Cell(MEASURED, float(p["auc"]), f"AUC {p['auc']:.3f}"
+                + (f", TPR@1%FPR {tpr:.3f}" if tpr is not None else "")
+                + f" ({p.get('best_method', '?')})")
+
+
+def _first_pooled(section: Any) -> dict | None:
+    if not isinstance(section, dict) or not section.get("methods"):
+        return None
+    return (section.get("pooled") or {}).get(section["methods"][0])
+
+
+def _labels(results: dict) -> Cell:
+    pooled = _first_pooled(results.get("label_leakage"))
+    if not pooled or pooled.get("label_accuracy") is None:
+        return Cell(NOT_MEASURED, why="reconstruction.enabled = false (no label attack)")
+    acc = float(pooled["label_accuracy"])
+    return Cell(MEASURED, acc, f"label acc {acc:.2f} ({results['label_leakage']['methods'][0]})")
+
+
+def _reconstruction(results: dict) -> Cell:
+    pooled = _first_pooled(results.get("reconstruction"))
+    if not pooled or not pooled.get("samples"):
+        return Cell(NOT_MEASURED, why="reconstruction.enabled = false (no reconstruction)")
+    psnr, ident = pooled.get("psnr"), pooled.get("identifiability")
+    text = (f"PSNR {psnr:.1f} dB" if psnr is not None else "exact") + \
+        (f", {ident:.0%} identifiable" if ident is not None else "")
+    return Cell(MEASURED, None if psnr is None else float(psnr), text)
+
+
+def _malicious(results: dict) -> Cell:
+    m = results.get("malicious_server")
+    if not isinstance(m, dict) or m.get("share") is None:
+        return Cell(NOT_MEASURED, why="imprint.enabled = false (no malicious server)")
+    return Cell(MEASURED, float(m["share"]),
+                f"{m['share']:.0%} of round {m['round']} near-exact (expected "
+                f"{m['expected_share']:.0%}; {m['bins']} bins)")
+
+
+def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
+    """position -> family -> :class:`Cell` for one run's results.json (module docstring)."""
+    scen = results.get("scenario") if isinstance(results.get("scenario"), dict) else {}
+    fed = scen.get("federation") if isinstance(scen.get("federation"), dict) else {}
+    secure = fed.get("aggregation", "plain") != "plain"
+    no_update = Cell(NOT_POSSIBLE, why="the position holds no update")
+    hidden = Cell(NOT_POSSIBLE, why=f"federation.aggregation = {fed.get('aggregation')!r} "
+                                    "hides each client's update from the server")
+    aggregate_only = Cell(NOT_MEASURED, why="attacks on the aggregate alone are not "
+                                            "implemented for this family")
+    insider = _membership(_position(results, "insider"), "every round's model")
+    matrix = {
+        "outsider": {"membership": _membership(_position(results, "outsider"),
+                                               "the released model"),
+                     "label leakage": no_update, "reconstruction": no_update},
+        "insider": {"membership": insider, "label leakage": aggregate_only,
+                    "reconstruction": aggregate_only},
+        "curious server (each update)": (
+            {f: hidden for f in FAMILIES} if secure else
+            {"membership": _membership(_position(results, "curious server"),
+                                       "each client's model"),
+             "label leakage": _labels(results), "reconstruction": _reconstruction(results)}),
+        "curious server (aggregate only)": {  # the aggregates are the rounds' models
+            "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider")
+                           if insider.status == MEASURED else insider),
+            "label leakage": aggregate_only, "reconstruction": aggregate_only},
+        "malicious server": {"membership": Cell(NOT_MEASURED, why="not implemented"),
+                             "label leakage": Cell(NOT_MEASURED, why="not implemented"),
+                             "reconstruction": _malicious(results)},
+    }
+    return matrix
+
+
+def matrix_json(matrix: dict[str, dict[str, Cell]]) -> dict[str, Any]:
+    """results.json ``threat_matrix``: what each position sees and its cells as dicts."""
+    return {pos: {"sees": POSITIONS[pos], **{f: asdict(c) for f, c in row.items()}}
+            for pos, row in matrix.items()}
