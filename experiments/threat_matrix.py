@@ -6,7 +6,7 @@ rounds): the main run (membership inference on the released model, every round's
 with plain aggregation, each client's model; label leakage and Inverting Gradients on each
 client's round-1 update with plain aggregation) and the malicious server's run (the same
 federation for one round behind its imprint block of 256 bins).  The matrix of each
-defense merges the two (:mod:`fedaudit.audit.threat_matrix`); the columns are printed side
+defense merges the two (:mod:`fedaudit.rundir.threat_matrix`); the columns are printed side
 by side and written as JSON.  Defenses: none; DP-SGD (z = 1, C = 1); DP-FedAvg with
 client-side clipping (``dp-client``, z = 1, C = 0.5); SecAgg+; SecAgg+ with DP-FedAvg.
 
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     import fedaudit
     from rich.console import Console
 
-    from fedaudit.audit.threat_matrix import threat_matrix
+    from fedaudit.rundir.threat_matrix import threat_matrix
     from fedaudit.compare.matrix import matrix_table
 
     cols, seconds = [], {}

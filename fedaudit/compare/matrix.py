@@ -1,6 +1,6 @@
 """``fedaudit compare --matrix``: the threat-model matrix of several runs side by side (one
 column per run, a row per attacker position and attack family;
-:mod:`fedaudit.audit.threat_matrix`), rebuilt from each run's results.json so that runs
+:mod:`fedaudit.rundir.threat_matrix`), rebuilt from each run's results.json so that runs
 made before the matrix existed have their column too."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedaudit.audit.threat_matrix import FAMILIES, MEASURED, threat_matrix
+from fedaudit.rundir.threat_matrix import FAMILIES, MEASURED, threat_matrix
 from fedaudit.compare.cells import defense_of
 from fedaudit.rundir.reading import load_run
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fedaudit import cli
-from fedaudit.audit.threat_matrix import (FAMILIES, MEASURED, NOT_MEASURED, NOT_POSSIBLE,
+from fedaudit.rundir.threat_matrix import (FAMILIES, MEASURED, NOT_MEASURED, NOT_POSSIBLE,
                                           POSITIONS, threat_matrix)
 from tests.helpers.fake_runs import write_fake_run
 
@@ -90,3 +90,20 @@ def test_compare_matrix_refuses_csv(tmp_path, capsys):
     run = write_fake_run(tmp_path / "r")
     assert cli.main(["compare", "--matrix", "--csv", str(run)]) == 2
     assert "--matrix writes a table or --json" in capsys.readouterr().err
+
+
+def test_the_report_shows_the_matrix_and_the_malicious_server(tmp_path):
+    from fedaudit.report.fig_threats import section_threats
+    from fedaudit.rundir.reading import load_run
+
+    run = write_fake_run(tmp_path / "r", scen={"scenario": {"name": "s"},
+                                               "federation": {"aggregation": "secagg+"}})
+    res = json.loads((run / "results.json").read_text())
+    res["malicious_server"] = {**MALICIOUS["malicious_server"], "samples": 64,
+                               "near_exact": 47, "aggregation": "secagg+",
+                               "near_exact_db": 40.0, "test_accuracy": 0.1}
+    (run / "results.json").write_text(json.dumps(res))
+    body = section_threats(load_run(run))
+    assert "malicious server" in body and "73% of round 1 near-exact" in body
+    assert "hides each client&#x27;s update" in body  # the why of a 'not possible' cell
+    assert "47 of round 1's 64 samples" in body

@@ -1,4 +1,4 @@
-"""The run's column of the threat-model matrix (:mod:`fedaudit.audit.threat_matrix`):
+"""The run's column of the threat-model matrix (:mod:`fedaudit.rundir.threat_matrix`):
 results.json ``threat_matrix``, after every attack stage."""
 
 from __future__ import annotations
@@ -20,6 +20,6 @@ class ThreatMatrix(Stage):
         return True
 
     def run(self, ctx: AuditContext) -> None:
-        from fedaudit.audit.threat_matrix import matrix_json, threat_matrix
+        from fedaudit.rundir.threat_matrix import matrix_json, threat_matrix
 
         ctx.results["threat_matrix"] = matrix_json(threat_matrix(ctx.results))

@@ -1,0 +1,45 @@
+"""The report's threat-model matrix (issue 40): which attack survives which attacker
+position in this run, with the malicious server's read-out; rebuilt from results.json
+(:mod:`fedaudit.rundir.threat_matrix`), so older runs have it too."""
+
+from __future__ import annotations
+
+import html
+
+from fedaudit.rundir.threat_matrix import FAMILIES, MEASURED, POSITIONS, threat_matrix
+from fedaudit.report.format import table
+from fedaudit.report.sections import register_section
+from fedaudit.rundir.reading import RunData
+
+__all__ = ["section_threats"]
+
+
+def _cell(c) -> str:
+    if c.status == MEASURED:
+        return html.escape(c.text)
+    return f'<span style="color:var(--mute)" title="{html.escape(c.why)}">{html.escape(c.status)}</span>'
+
+
+def section_threats(run: RunData) -> str:
+    m = threat_matrix(run.results)
+    if not any(c.status == MEASURED for row in m.values() for c in row.values()):
+        return ""
+    rows = [[html.escape(pos), html.escape(POSITIONS[pos]), *(_cell(m[pos][f]) for f in FAMILIES)]
+            for pos in m]
+    out = [table(["position", "sees", *FAMILIES], rows, text_cols=(0, 1, 2, 3, 4))]
+    mal = run.results.get("malicious_server")
+    if isinstance(mal, dict) and mal.get("samples"):
+        out.append(f"<p>Malicious server (imprint block, {mal['bins']} bins, "
+                   f"{html.escape(str(mal['aggregation']))} aggregation): {mal['near_exact']} "
+                   f"of round {mal['round']}'s {mal['samples']} samples read back with PSNR "
+                   f"&ge; {mal['near_exact_db']:g} dB, expected share "
+                   f"{mal['expected_share']:.0%}; test accuracy after the run "
+                   f"{mal['test_accuracy']:.3f}.</p>")
+    return "\n".join(out)
+
+
+register_section("threats", "Which attack survives which position",
+                 "The strongest figure this run measured for each attacker position and "
+                 "attack family; 'not possible' where the position sees nothing that "
+                 "family attacks (hover for why), 'not measured' where this run did not "
+                 "attack it.", html=section_threats)
