@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ClientUpdate", "client_update", "digits", "matched_psnr", "reconstruct"]
+__all__ = ["ClientUpdate", "ImprintRound", "client_update", "digits", "imprinted_round",
+           "matched_psnr", "reconstruct"]
 
 #: the MLP's hidden width parameter (hidden layers of 8 * WIDTH units) and its seed
 WIDTH, MODEL_SEED = 16, 0
@@ -120,3 +121,46 @@ def matched_psnr(images, true: np.ndarray) -> np.ndarray:
     met = reconstruction_metrics(rec, zeros, true, np.zeros(len(true), np.int64),
                                  true.mean(axis=0), data_range=1.0, win_size=7)
     return np.asarray(met.psnr, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ImprintRound:
+    """One round of a malicious server (Fowl et al. 2022, :mod:`attacks.imprint`): the model
+    it sent (``start``, the MLP behind an imprint block of ``bins`` bins) and the mean of
+    the clients' models (``aggregate``: all that secure aggregation releases); ``x`` holds
+    the round's true digits (ground truth for the checks, never an input)."""
+
+    start: dict[str, torch.Tensor]
+    aggregate: dict[str, torch.Tensor]
+    bins: int
+    x: np.ndarray
+
+
+def imprinted_round(clients: int = 4, n: int = 4, *, bins: int = 64, lr: float = 0.1
+                    ) -> ImprintRound:
+    """``clients`` clients of ``n`` digits each (client c: digits 100 c .. 100 c + n - 1)
+    take one SGD step on the imprinted MLP the server sent; the server averages their
+    models (equal weights, as SecAgg+'s weighted mean of equal clients)."""
+    from attacks.imprint import ImprintBlock, gaussian_thresholds, imprinted
+    from fedaudit.models import build_model
+
+    x, y = digits()
+    measure = x[1000:].reshape(len(x) - 1000, -1).astype(np.float64).mean(axis=1)
+    block = ImprintBlock((1, 8, 8), gaussian_thresholds(float(measure.mean()),
+                                                        float(measure.std()), bins))
+    model = imprinted(build_model("mlp", in_channels=1, image_size=8, num_classes=10,
+                                  width=WIDTH, seed=MODEL_SEED), block)
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    models, seen = [], []
+    for c in range(clients):
+        ids = np.arange(100 * c, 100 * c + n)
+        model.load_state_dict(start)
+        loss = nn.functional.cross_entropy(model(torch.from_numpy(x[ids])),
+                                           torch.from_numpy(y[ids]).long())
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        models.append({name: (p - lr * g).detach() for (name, p), g
+                       in zip(model.named_parameters(), grads)})
+        seen.append(ids)
+    aggregate = {k: torch.stack([m[k] for m in models]).mean(0) for k in models[0]}
+    ids = np.concatenate(seen)
+    return ImprintRound(start, aggregate, bins, x[ids].copy())

@@ -9,8 +9,9 @@
 # 2020) rebuild the images; iDLG (Zhao et al. 2020) reads the labels off the last layer.
 #
 # **You will:** (1) read a client's label from its update, (2) write Inverting Gradients'
-# matching loss, (3) rebuild a client's digits from its update, (4) score reconstructions
-# and watch batch size, local steps and DP-SGD take the pictures away.
+# matching loss, (3) rebuild a client's digits from its update, (4) score reconstructions,
+# (5) meet secure aggregation and the malicious server that defeats it, and watch batch
+# size, local steps and DP-SGD take the pictures away.
 #
 # Everything runs in seconds on fedaudit's bundled 8 x 8 digits and an untrained MLP;
 # `client_update(n)` trains one client on n digits with fedaudit's real local training
@@ -158,6 +159,44 @@ def mean_psnr(images, true):
 check.mean_psnr(mean_psnr)
 
 # %% [markdown]
+# ## Task 10.5 -- secure aggregation, and the server that changes the model
+#
+# With secure aggregation (Flower's SecAgg+: `federation.aggregation = "secagg+"` in a
+# fedaudit scenario) the server receives only the mean of the clients' models. Tasks
+# 10.1-10.4 need ONE client's update: they die (`fedaudit validate secagg --set
+# "reconstruction.enabled=true"` refuses them in one line). A malicious server changes the
+# model instead (Fowl et al. 2022, "Robbing the Fed"): it puts an imprint block in front,
+# `k` bins `h_i = ReLU((mean pixel - c_i) / gain)` at increasing thresholds `c_i`, which
+# every bin passes on to the network through the same weights. A sample whose mean pixel
+# lies between `c_i` and `c_{i+1}` switches on bins 1..i, so the gradient of the block's
+# first layer is, row by row, `dW_i = sum_{j above c_i} g_j x_j` and `db_i = sum_{j above
+# c_i} g_j`. `imprinted_round()` gives you what that server holds after 4 clients of 4
+# digits trained one step: `r.start`, `r.aggregate` (the mean of the 4 models: all that
+# secure aggregation releases), the keys `0.linear0.weight` (k x 64) and `0.linear0.bias`.
+# Read the digits back: `(dW_i - dW_{i+1}) / (db_i - db_{i+1})` (the last bin against
+# zero) for every bin whose bias difference is not (nearly) zero, each reshaped to
+# (1, 8, 8).
+
+# %%
+from fedaudit.labs.updates import imprinted_round
+
+r = imprinted_round()
+### BEGIN SOLUTION
+w = (r.aggregate["0.linear0.weight"] - r.start["0.linear0.weight"]).double()
+b = (r.aggregate["0.linear0.bias"] - r.start["0.linear0.bias"]).double()
+dw = w - torch.cat([w[1:], torch.zeros_like(w[:1])])
+db = b - torch.cat([b[1:], torch.zeros(1, dtype=b.dtype)])
+keep = db.abs() > 1e-3 * db.abs().max()
+images = (dw[keep] / db[keep, None]).reshape(-1, 1, 8, 8).numpy()
+### STUB
+images = todo("one (1, 8, 8) image per bin the round's samples reached")
+### END SOLUTION
+print(len(images), "images read from the aggregate of", len(r.x), "digits")
+
+# %% check
+check.imprint_readout(images, r)
+
+# %% [markdown]
 # ## What takes the pictures away
 #
 # The same attack -- yours, and fedaudit's own `reconstruct` beside it -- on clients that
@@ -199,8 +238,11 @@ plt.show()
 #    FedAvg server know?
 # 3. Which of the settings above protects the images, and at what cost to the model (labs
 #    6 and 7)? Is the DP-SGD row's protection a guarantee or a measurement?
-# 4. Secure aggregation (issue 40 of fedaudit) hides individual updates. Which tasks of this
-#    lab would still work against the sum of 10 clients' updates?
+# 4. Secure aggregation hides individual updates. Which tasks of this lab would still
+#    work against the sum of 10 clients' updates?
+# 5. In task 10.5, two of the 16 digits did not come back. Why not, and how would the
+#    server get more of them? What does secure aggregation change for this server, and
+#    what would (DP noise on the aggregate, a client that checks the model it receives)?
 
 # %% [markdown] answer
 # *Possible answers.* (1) The cosine is invariant to the scale of either gradient, and an
@@ -215,4 +257,10 @@ plt.show()
 # inference, and a reconstruction implies membership, so it bounds this attack's success
 # too, but the numbers in this lab are one attack's. (4) Label counts and images of the
 # SUM of 10 clients' updates: the aggregate is one gradient of a batch of 10x the samples,
-# so the attacks meet the B = 8 row's difficulty and worse.
+# so the attacks meet the B = 8 row's difficulty and worse. (5) Two digits shared a bin
+# with another (the bin gives their weighted mean, not either of them): more bins, or fewer
+# samples per round, separate more -- the expected share is (k/(k+1))^N for N samples and
+# k bins. Secure aggregation changes nothing for this server: it needs only the aggregate
+# (docs/validation.md sections 15-16 measure it through Flower's SecAgg+). DP noise on the
+# aggregate buries the block's signal; a client that inspects the architecture it receives
+# would refuse a model with a k x d layer in front of it.

@@ -80,6 +80,26 @@ def _lab10_psnr(kind):
     return fn
 
 
+def _lab10_imprint(kind):
+    """Task 10.5's read-out, right or with one of its mistakes."""
+    import torch
+
+    from fedaudit.labs.updates import imprinted_round
+
+    r = imprinted_round()
+    w = (r.aggregate["0.linear0.weight"] - r.start["0.linear0.weight"]).double()
+    b = (r.aggregate["0.linear0.bias"] - r.start["0.linear0.bias"]).double()
+    dw = w - torch.cat([w[1:], torch.zeros_like(w[:1])])
+    db = b - torch.cat([b[1:], torch.zeros(1, dtype=b.dtype)])
+    if kind == "no difference":
+        dw, db = w, b
+    if kind == "opposite signs":
+        db = -db
+    keep = db.abs() > 1e-3 * db.abs().max()
+    images = (dw[keep] / db[keep, None]).numpy()
+    return (images if kind == "flat" else images.reshape(-1, 1, 8, 8)), r
+
+
 def mistakes():
     from fedaudit.labs.checks import inversion as inv
     from fedaudit.labs.updates import client_update
@@ -118,5 +138,11 @@ def mistakes():
         ("10.4", "data range 255", lambda: inv.mean_psnr(_lab10_psnr("255")), "data range 1"),
         ("10.4", "the PSNR of the mean MSE", lambda: inv.mean_psnr(_lab10_psnr("mean mse")),
          "mean of the per-image PSNRs"),
+        ("10.5", "each bin's own ratio, no difference of consecutive bins",
+         lambda: inv.imprint_readout(*_lab10_imprint("no difference")), "MEAN"),
+        ("10.5", "weight and bias differences in opposite directions",
+         lambda: inv.imprint_readout(*_lab10_imprint("opposite signs")), "negative"),
+        ("10.5", "flat rows, not images",
+         lambda: inv.imprint_readout(*_lab10_imprint("flat")), "one \\(1, 8, 8\\) image"),
     ]
 

@@ -206,3 +206,43 @@ def mean_psnr(fn) -> None:
         fail(task, "that is the PSNR of the mean MSE; take the mean of the per-image PSNRs")
     fail(task, f"your mean PSNR is {direction(got, want)}: 10 log10(1 / MSE) per matched "
                "pair, then the mean")
+
+
+def imprint_readout(images, r) -> None:
+    """Task 10.5: ``images`` = the inputs the imprint block separated, read from the round's
+    aggregate: one per bin whose bias changed, (dW_i - dW_{i+1}) / (db_i - db_{i+1})."""
+    from attacks.imprint import recover_images
+
+    task = "10.5"
+    got = as_array(task, images, "the images you read back")
+    dw = (r.aggregate["0.linear0.weight"].double() - r.start["0.linear0.weight"].double())
+    db = (r.aggregate["0.linear0.bias"].double() - r.start["0.linear0.bias"].double())
+    # float32 models: the reference keeps the bins whose bias difference exceeds 1e-3 of
+    # the largest (the rest is rounding); the lone samples come back to ~1e-6
+    want, _ = recover_images(dw.numpy(), db.numpy(), (1, 8, 8), rtol=1e-3)
+    lone = [i for i, xi in enumerate(r.x)
+            if np.abs(want.reshape(len(want), -1) - xi.ravel()).max(axis=1).min() < 1e-3]
+    if got.ndim != 4 or got.shape[1:] != (1, 8, 8):
+        fail(task, f"images has shape {got.shape}: return one (1, 8, 8) image per bin "
+                   "(reshape each row of the weight difference)")
+    flat = got.reshape(len(got), -1)
+    found = [i for i in lone if len(flat)
+             and np.abs(flat - r.x[i].ravel()).max(axis=1).min() < 1e-3]
+    if len(found) == len(lone):
+        ok(task, f"{len(lone)} of the round's {len(r.x)} digits read back exactly from the "
+                 "aggregate: the ones alone in their bin")
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direct = (dw / db[:, None]).numpy()
+    direct = direct[np.all(np.isfinite(direct), axis=1)]
+    near = [len(direct) and np.abs(direct - row).max(axis=1).min() < 1e-6 for row in flat]
+    if len(flat) and np.mean(near) > 0.5:
+        fail(task, "a row of the weight update divided by its bias update is the MEAN of "
+                   "every sample above that bin's threshold: take the difference of "
+                   "consecutive bins (row i minus row i + 1) first")
+    if len(flat) and np.median(flat.mean(axis=1)) < 0:
+        fail(task, "your images are negative: the weight and bias differences must be "
+                   "taken in the same direction")
+    fail(task, f"{len(found)} of the {len(lone)} digits alone in a bin came back; compare "
+               "consecutive bins, the last one against zero, and keep the bins whose bias "
+               "difference is not (nearly) zero")
