@@ -35,9 +35,10 @@ def _covered(declared: str, written: set[str]) -> bool:
 
 
 def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
-    """Two small runs enable every built-in stage and target kind: digits with
+    """Three small runs enable every built-in stage and target kind: digits with
     quantization, LiRA / RMIA references, the DP audit, Res-MIA and FedMIA on all four
-    target kinds, the attacks on one update; a generated play with planted secrets."""
+    target kinds, the attacks on one update; the malicious server's imprint block through
+    SecAgg+; a generated play with planted secrets."""
     from fedaudit.audit import STAGES, TARGETS
     from fedaudit.config import load_scenario
     from fedaudit.simulation.runner import run
@@ -56,6 +57,12 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
         # of samples are above reconstruction.max_samples), reconstruction's entry still
         "reconstruction.enabled=true", "reconstruction.clients=[0]",
         "reconstruction.iterations=5"]), tmp_path / "digits")
+    # the malicious server (its block changes the model: a run of its own), through SecAgg+
+    run(load_scenario("malicious-server", [
+        "data.dataset=digits", "data.client_samples=4", "train.batch_size=4",
+        "federation.num_clients=4", "federation.aggregation=secagg+",
+        "federation.secagg.num_shares=3", "federation.secagg.reconstruction_threshold=2",
+        "imprint.bins=64"]), tmp_path / "malicious")
     play = write_play(tmp_path / "play.txt")
     run(load_scenario("shakespeare-secrets", [
         "federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1",
