@@ -5,6 +5,7 @@ quantisation, within its bound; the server kept no client's update."""
 import json
 
 import numpy as np
+import pytest
 
 from fedaudit.config import from_toml
 from fedaudit.data import build_federated_data
@@ -16,6 +17,8 @@ SMALL = ["federation.num_clients=4", "federation.rounds=1", "federation.secagg.n
          "audit.quantization.enabled=false"]
 
 
+@pytest.mark.slow  # two runs (about 45 s); the SecAgg+ path itself runs in the default
+# suite through tests/e2e/test_imprint_run.py and test_stage_writes_runs.py
 def test_secagg_round_equals_fedavg_within_the_quantisation(tmp_path):
     _, secure = run_cli("secagg", tmp_path / "secagg", SMALL)
     _, plain = run_cli("secagg", tmp_path / "plain", [*SMALL, "federation.aggregation=plain"])
