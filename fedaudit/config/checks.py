@@ -57,7 +57,8 @@ def _check_text(s: Scenario, source: str) -> None:
     text data, the model's own check must pass (``register_model(check=...)``: a
     transformer's heads must divide its width), and every listed attack must
     score the data's kind (its ``data=`` at registration: Res-MIA erodes images, LiRA,
-    RMIA and FedMIA use class confidences, zlib decodes text)."""
+    RMIA and FedMIA use class confidences, zlib decodes text); ``train.augment`` needs
+    images."""
     regs = registries()
     datasets, models, attacks = regs.datasets, regs.models, regs.attacks
     d, m = s.data, s.model
@@ -75,6 +76,9 @@ def _check_text(s: Scenario, source: str) -> None:
     problem = check(m) if check is not None else None
     if problem:  # what the model itself requires of [model] (register_model(check=...))
         raise ScenarioError(f"{source}: {problem}")
+    if text and s.train.augment != "none":
+        raise ScenarioError(f"{source}: train.augment = {s.train.augment!r} augments images; "
+                            f"data.dataset = {d.dataset!r} is text; allowed: none")
     kind = "text" if text else "image"
     wrong = [n for n in s.attack.methods if kind not in attack_data(n)] if s.attack.enabled \
         else []

@@ -71,6 +71,7 @@ def registries() -> Registries:
     import fedaudit.probes
     import fedaudit.probes.aggregation
     import fedaudit.quant
+    import fedaudit.training.augment  # noqa: F401  (train.augment's choices)
 
     return Registries(datasets=fedaudit.data.DATASETS, models=fedaudit.models.MODELS,
                       quantizers=fedaudit.quant.QUANTIZERS, attacks=attacks.ATTACKS,

@@ -70,11 +70,14 @@ class ClientUpdate:
 
 def client_update(n: int = 1, *, client: int = 0, epochs: int = 1, batch_size: int | None = None,
                   lr: float = 0.1, noise_multiplier: float | None = None,
-                  clip_norm: float = 1.0, seed: int = 0) -> ClientUpdate:
+                  clip_norm: float = 1.0, seed: int = 0,
+                  augment: str = "none") -> ClientUpdate:
     """Client ``client`` holds digits ``client * n .. client * n + n - 1`` and trains the
     untrained MLP on them for ``epochs`` epochs of batches of ``batch_size`` (default n:
     one SGD step per epoch), learning rate ``lr``; with ``noise_multiplier`` it trains with
-    DP-SGD (per-sample clipping to ``clip_norm``, Gaussian noise)."""
+    DP-SGD (per-sample clipping to ``clip_norm``, Gaussian noise); ``augment`` as
+    ``train.augment`` (flip, flip+crop with padding 4: the client trains on views of its
+    digits, while ``x`` stays the stored digits)."""
     from fedaudit.models import build_model
     from fedaudit.scenario import TrainConfig
     from fedaudit.training import train_local
@@ -88,7 +91,7 @@ def client_update(n: int = 1, *, client: int = 0, epochs: int = 1, batch_size: i
     start = {k: v.detach().clone() for k, v in model.state_dict().items()}
     batch = batch_size or n
     cfg = TrainConfig(local_epochs=epochs, batch_size=batch, optimizer="sgd", lr=lr,
-                      momentum=0.0, weight_decay=0.0, device="cpu")
+                      momentum=0.0, weight_decay=0.0, device="cpu", augment=augment)
     trained = copy.deepcopy(model)
     dp = None if noise_multiplier is None else {"noise_multiplier": noise_multiplier,
                                                 "clip_norm": clip_norm}

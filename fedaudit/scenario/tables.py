@@ -214,6 +214,11 @@ class TrainConfig:
     momentum: float = key(0.9, "SGD momentum", min=0.0, max=1.0)
     weight_decay: float = key(0.0, "L2 weight decay", min=0.0)
     device: str = key("auto", "where clients and server compute", choices=("auto", "cpu", "cuda"))
+    augment: str = key("none", "data augmentation in local training (images; "
+                       "fedaudit.training.augment): none, flip, or flip+crop",
+                       choices=registered("augmentation"))
+    augment_padding: int = key(4, "flip+crop: zero padding on each side before the random "
+                               "crop, in pixels (shifts of up to this many)", min=1)
 
 
 @dataclass(frozen=True)

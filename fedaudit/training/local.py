@@ -14,6 +14,7 @@ from torch import nn
 
 from fedaudit.gnq import GhostAuditor, gnq_from_gram_options
 from fedaudit.scenario import GnqConfig, TrainConfig
+from fedaudit.training.augment import Augmenter
 from fedaudit.training.losses import batch_loss, correct, sample_losses, summed_loss
 
 
@@ -69,6 +70,9 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     With ``dp`` (``noise_multiplier`` and ``clip_norm``: what the ``dp-sgd`` defense's
     ``local_dp`` gives) the client trains with DP-SGD instead (:func:`train_local_dpsgd`),
     with ``dp_canaries`` its white-box gradient canaries.
+    ``cfg.augment`` (:mod:`fedaudit.training.augment`): every batch is replaced by views
+    drawn per sample before the forward pass, so the step, its GNQ scores and DP-SGD's
+    clipping all see the views actually trained on.
     """
     if dp is not None:
         return train_local_dpsgd(model, x, y, ids, cfg, seed=seed, device=device, gnq=gnq,
@@ -79,6 +83,7 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
     model.to(device).train()
     opt = make_optimizer(model, cfg)
     gen = torch.Generator().manual_seed(seed)
+    augment = Augmenter(cfg.augment, cfg.augment_padding, seed)
     xs = torch.from_numpy(np.ascontiguousarray(x[ids])).to(device)
     ys = torch.from_numpy(np.ascontiguousarray(y[ids])).to(device)
     auditor = None
@@ -93,7 +98,7 @@ def train_local(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.ndarray,
         order = torch.randperm(n, generator=gen)
         for start in range(0, n, cfg.batch_size):
             idx = order[start:start + cfg.batch_size]
-            xb, yb = xs[idx.to(device)], ys[idx.to(device)]
+            xb, yb = augment(xs[idx.to(device)]), ys[idx.to(device)]
             opt.zero_grad(set_to_none=True)
             if auditor is not None:
                 with auditor.capture():
@@ -142,7 +147,9 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     same update on CPU.
 
     With ``gnq`` every batch is scored by :func:`dp_clipped_gnq` on the clipped per-sample
-    gradients Opacus materialised for the step.
+    gradients Opacus materialised for the step.  ``cfg.augment``: each sampled sample is
+    replaced by one augmented view per step (drawn as in :func:`train_local`), before
+    Opacus computes, clips and noises its gradient.
 
     ``canaries``: coordinates of the concatenated trainable parameters, the client's
     included white-box gradient canaries (:mod:`fedaudit.dp_audit.gradient`): at every step
@@ -164,6 +171,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
     loader = DataLoader(dataset, batch_size=cfg.batch_size, shuffle=True,
                         generator=sampler_gen)
     opt = make_optimizer(model, cfg)
+    augment = Augmenter(cfg.augment, cfg.augment_padding, seed)
     with warnings.catch_warnings():
         # "Secure RNG turned off": deliberate (seeded, reproducible noise; see docstring)
         warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
@@ -184,7 +192,7 @@ def train_local_dpsgd(model: nn.Module, x: np.ndarray, y: np.ndarray, ids: np.nd
             warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
             for epoch in range(1, cfg.local_epochs + 1):
                 for xb, yb, ib in dp_loader:
-                    xb, yb = xb.to(device), yb.to(device)
+                    xb, yb = augment(xb.to(device)), yb.to(device)
                     b = len(yb)
                     dp_opt.zero_grad(set_to_none=True)
                     # the batch mean (Opacus' loss_reduction="mean"); 0 for an empty batch

@@ -1,5 +1,7 @@
 """Faulty clients never kill a run; a run killed with SIGKILL after round 2 and resumed
-matches an uninterrupted one (Flower + Ray, the command line)."""
+matches an uninterrupted one (Flower + Ray, the command line), local training augmented
+(``train.augment = "flip+crop"``: the views a resumed round draws are the ones it would
+have drawn)."""
 
 import json
 import os
@@ -53,7 +55,7 @@ def test_faulty_clients_never_kill_the_run(tmp_path):
 RESUMABLE = ["federation.num_clients=3", "federation.rounds=4", "canaries.count=2",
              "canaries.clients=[0]", "audit.quantization.quantizers=['fp32', 'binary']",
              "attack.methods=['loss']", "attack.targets=['global','clients']",
-             "attack.rounds=all"]
+             "attack.rounds=all", "train.augment='flip+crop'"]
 
 
 def _cli(*args, **kw):
