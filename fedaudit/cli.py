@@ -101,11 +101,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def validate_all(name: str, overrides: list[str]) -> dict:
-    """Everything ``run`` checks before training (see :mod:`fedaudit.config.preflight`)."""
+def validate_all(name: str, overrides: list[str]):
+    """Everything ``run`` checks before training (see :mod:`fedaudit.config.preflight`);
+    what the attacks' options warn of, on stderr before any work."""
+    from fedaudit.audit.sets import attack_warnings
     from fedaudit.config.preflight import validate_all as preflight
 
-    return preflight(name, overrides)
+    scenario = preflight(name, overrides)
+    for warning in attack_warnings(scenario):
+        print(f"fedaudit: warning: {warning}", file=sys.stderr)
+    return scenario
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -166,17 +171,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from fedaudit.compare import compare_rows, print_table, to_csv, to_json
 
     if args.matrix:
-        from rich.console import Console
-
-        from fedaudit.compare.matrix import matrices, matrix_json, matrix_table
-
-        cols = matrices(args.run_dirs)
-        if args.json:
-            sys.stdout.write(matrix_json(cols))
-        elif args.csv:
+        if args.csv:
             raise ScenarioError("--matrix writes a table or --json, not --csv")
-        else:
-            Console(width=max(100, 30 + 34 * len(cols))).print(matrix_table(cols))
+        from fedaudit.compare.matrix import print_matrices
+
+        print_matrices(args.run_dirs, as_json=args.json)
         return 0
     rows = compare_rows(args.run_dirs, quantized=args.quantized)
     if args.csv:

@@ -8,16 +8,23 @@ The views of ``attack.lira.augment``:
 - ``flip``: the sample and its horizontal mirror (2 queries);
 - ``flip+shift``: those two, each also shifted by 2 pixels left, right, up and down with
   zero fill (the padding-and-crop of CIFAR training) -- 10 queries.
+
+The paper's gain needs views the models trained on: :func:`trained_queries` gives the
+largest of these sets that a model trained with ``train.augment``
+(:mod:`fedaudit.training.augment`) has seen -- what LiRA's ``augment = "auto"`` queries --
+and :func:`untrained_queries` says which asked-for views it never saw.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AUGMENTATIONS", "augmented_views"]
+__all__ = ["AUGMENTATIONS", "augmented_views", "trained_queries", "untrained_queries"]
 
+#: the shift of ``flip+shift``, in pixels
+SHIFT = 2
 #: the translations of ``flip+shift``: (rows, columns)
-SHIFTS = ((0, 0), (0, -2), (0, 2), (-2, 0), (2, 0))
+SHIFTS = ((0, 0), (0, -SHIFT), (0, SHIFT), (-SHIFT, 0), (SHIFT, 0))
 
 AUGMENTATIONS = ("none", "flip", "flip+shift")
 
@@ -47,3 +54,31 @@ def augmented_views(x: np.ndarray, mode: str) -> list[np.ndarray]:
     if mode == "flip":
         return views
     return [_shift(v, dy, dx) for v in views for dy, dx in SHIFTS]
+
+
+def trained_queries(train_augment: str, padding: int) -> str:
+    """The largest query set of :data:`AUGMENTATIONS` whose every view a model trained with
+    ``train.augment = train_augment`` (padding ``padding``) could have trained on: ``flip``
+    for ``flip``; ``flip+shift`` for ``flip+crop`` when its shifts reach :data:`SHIFT`
+    pixels (padding >= 2), else ``flip``; ``none`` otherwise (an augmentation this module
+    does not know included)."""
+    if train_augment == "flip+crop":
+        return "flip+shift" if padding >= SHIFT else "flip"
+    return "flip" if train_augment == "flip" else "none"
+
+
+def untrained_queries(query: str, train_augment: str, padding: int) -> str | None:
+    """What of the views ``query`` asks for no model trained with ``train_augment`` saw
+    (None: every view is one it could have trained on)."""
+    seen = trained_queries(train_augment, padding)
+    if AUGMENTATIONS.index(query) <= AUGMENTATIONS.index(seen):
+        return None
+    if seen == "none":
+        missing = "mirrored" + (" and shifted" if query == "flip+shift" else "") + " views"
+    else:  # query flip+shift beyond a flip (or a crop of padding 1)
+        missing = f"views shifted by {SHIFT} pixels"
+    crop = f" (padding {padding})" if train_augment == "flip+crop" else ""
+    return (f"attack.lira.augment = {query!r} queries {missing}, which training "
+            f"(train.augment = {train_augment!r}{crop}) never showed the models: such queries "
+            f"add noise rather than evidence (docs/validation.md section 9); 'auto' queries "
+            f"{seen!r}")

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attacks.membership.augment import AUGMENTATIONS, augmented_views
+from attacks.membership.augment import (AUGMENTATIONS, augmented_views, trained_queries,
+                                        untrained_queries)
 from attacks.membership.reference_signals import MIN_STD, ReferenceSignals, logit_confidence
 from attacks.membership.registry import AttackScores, ReferenceNeeds, register_attack
 from attacks.membership.sequences import as_outcomes, outcome_labels
@@ -107,13 +108,26 @@ def lira_scores_augmented(target_phi: ArrayLike, reference_phi: ArrayLike,
 LIRA_OPTIONS = {
     "fixed_variance": option(bool, True, "one Gaussian variance for all samples (per IN / "
                              "OUT), the paper's advice with few reference models"),
-    "augment": option(str, "none", "augmented queries, one Gaussian per augmentation "
-                      "(images): none (1 query), flip (2), flip+shift (10)",
-                      choices=AUGMENTATIONS),
+    "augment": option(str, "auto", "augmented queries, one Gaussian per augmentation "
+                      "(images): none (1 query), flip (2), flip+shift (10); auto: the views "
+                      "the models trained on (train.augment: none -> none, flip -> flip, "
+                      "flip+crop -> flip+shift)", choices=("auto", *AUGMENTATIONS)),
 }
 
 def _lira_cost(shape: Any, augment: str = "none", **_: Any) -> float:
     return float(len(augmented_views(np.zeros((1, *shape), dtype=np.float32), augment)))
+
+
+def _lira_resolve(options: dict[str, Any], train: Any) -> tuple[dict[str, Any], str | None]:
+    """``augment = "auto"``: the query views training showed the models
+    (:func:`attacks.membership.augment.trained_queries` of ``train``, the ``[train]``
+    table); an explicit choice stays, with a warning when it asks for views no model
+    trained on."""
+    query = options.get("augment", "auto")
+    padding = getattr(train, "augment_padding", 0)
+    if query == "auto":
+        return {**options, "augment": trained_queries(train.augment, padding)}, None
+    return options, untrained_queries(query, train.augment, padding)
 
 
 def _lira_needs(*, augment: str = "none", **_: Any) -> ReferenceNeeds:
@@ -122,7 +136,8 @@ def _lira_needs(*, augment: str = "none", **_: Any) -> ReferenceNeeds:
 
 
 @register_attack("lira", label="LiRA", options=LIRA_OPTIONS, cost=_lira_cost, references=True,
-                 reference_needs=_lira_needs, data=("image", "text"), order=300)
+                 reference_needs=_lira_needs, resolve=_lira_resolve, data=("image", "text"),
+                 order=300)
 def lira_attack(oracle: Any, x: Any, y: Any, *, references: ReferenceSignals,
                 fixed_variance: bool = True, augment: str = "none") -> AttackScores:
     """LiRA against the oracle: the statistic of the true label on each sample (and, with

@@ -33,7 +33,7 @@ __all__ = ["ATTACKS", "AttackCurves", "AttackFn", "AttackScores", "DATA_KINDS",
            "ReferenceNeeds", "register_attack", "get_attack", "attack_names", "attack_order",
            "attack_label", "attack_options", "attack_data", "attack_curves", "gnq_linked",
            "needs_references", "needs_vocabulary", "reference_needs", "reference_summary",
-           "server_view", "trains_references"]
+           "resolve_options", "server_view", "trains_references"]
 
 #: the kinds of data an attack can declare it scores (``Dataset.kind``)
 DATA_KINDS = ("image", "text")
@@ -134,6 +134,8 @@ def register_attack(name: str, *, label: str | None = None,
                     server_view: bool = False, data: tuple[str, ...] = ("image",),
                     vocabulary: bool = False,
                     reference_needs: Callable[..., ReferenceNeeds] | None = None,
+                    resolve: Callable[[dict[str, Any], Any], tuple[dict[str, Any], str | None]]
+                    | None = None,
                     reference_summary: tuple[str, ...] = (), curves: AttackCurves | None = None,
                     gnq_link: bool = False, order: int = 900, replace: bool = False):
     """Decorator: register ``fn(oracle, x, y, **options)`` under ``name`` (lowercase
@@ -157,6 +159,9 @@ def register_attack(name: str, *, label: str | None = None,
     attack's file switches on its name (LeakPro's habit: each attack says what it needs):
     ``reference_needs(**options)`` (a reference attack) returns the :class:`ReferenceNeeds`
     the attack has with these options (default: the references' outputs alone);
+    ``resolve(options, train)`` fills in the options that follow the local training (the
+    scenario's ``[train]`` table) and returns them with a warning or None (LiRA's
+    ``augment = "auto"``: the views the models trained on);
     ``reference_summary``: keys of its reported ``info`` that results.json ``references``
     also records, as ``<name>_<key>``, from the final global model (RMIA's tuned ``a``);
     ``curves``: the per-sample curve its score summarises (:class:`AttackCurves`);
@@ -172,6 +177,7 @@ def register_attack(name: str, *, label: str | None = None,
                             options=dict(options or {}), cost=cost, references=references,
                             server_view=server_view, data=tuple(data),
                             vocabulary=bool(vocabulary), reference_needs=reference_needs,
+                            resolve=resolve,
                             reference_summary=tuple(reference_summary), curves=curves,
                             gnq_link=bool(gnq_link), order=int(order))
 
@@ -235,6 +241,15 @@ def reference_needs(name: str, options: Mapping[str, Any]) -> ReferenceNeeds:
     (its declared ``reference_needs``; none beyond the references' outputs by default)."""
     fn = ATTACKS.meta(name).get("reference_needs")
     return fn(**options) if fn is not None else ReferenceNeeds()
+
+
+def resolve_options(name: str, options: Mapping[str, Any],
+                    train: Any) -> tuple[dict[str, Any], str | None]:
+    """The options of attack ``name`` with those that follow the local training (``train``,
+    the scenario's ``[train]`` table) filled in, and a warning or None (its declared
+    ``resolve``; the options unchanged by default)."""
+    fn = ATTACKS.meta(name).get("resolve")
+    return fn(dict(options), train) if fn is not None else (dict(options), None)
 
 
 def reference_summary(name: str) -> tuple[str, ...]:

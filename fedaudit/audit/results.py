@@ -11,6 +11,7 @@ import numpy as np
 from scipy.stats import percentileofscore
 
 from fedaudit.audit.probing import run_probes
+from fedaudit.audit.sets import attack_warnings
 from fedaudit.data import FederatedData
 from fedaudit.defenses import defense_summary
 from fedaudit.rundir import atomic_save_npz
@@ -60,7 +61,8 @@ def assemble_results(scenario: Scenario, data: FederatedData, recorder,
                                        "clients", "failures", "aggregated", "note")}
                    for r in recorder.rounds],
         "clients": clients,
-        "warnings": [{"round": None, "message": n} for n in data.notes]
+        "warnings": [{"round": None, "message": n}
+                     for n in (*data.notes, *attack_warnings(scenario))]
         + [{"round": r["round"], "message": r["warning"]}
            for r in recorder.rounds if r.get("warning")],
     }

@@ -28,6 +28,7 @@ import numpy as np
 
 from attacks.membership import sample_members, sample_nonmembers
 from attacks.membership.registry import attack_options as declared
+from attacks.membership.registry import resolve_options
 from fedaudit.data import FederatedData
 from fedaudit.options import PASS_ALWAYS
 from fedaudit.scenario import Scenario
@@ -127,15 +128,29 @@ def pooled_audit_set(sets: list[ClientAuditSet]) -> tuple[np.ndarray, np.ndarray
 
 def attack_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
     """Each method's keyword options from its ``[attack.<name>]`` table (the options it
-    declared at registration); a value equal to the option's ``unset`` is left out, so the
-    attack uses its own default."""
+    declared at registration), those that follow the local training resolved
+    (:func:`attacks.membership.registry.resolve_options`: LiRA's ``augment = "auto"``); a
+    value equal to the option's ``unset`` is left out, so the attack uses its own default."""
+    return {method: opts for method, (opts, _) in _resolved(scenario).items()}
 
-    out: dict[str, dict[str, Any]] = {}
+
+def attack_warnings(scenario: Scenario) -> list[str]:
+    """What the listed attacks' options warn of against the local training (LiRA's
+    augmented queries of views no model trained on); empty when the attacks are off."""
+    if not scenario.attack.enabled:
+        return []
+    return [w for _, w in _resolved(scenario).values() if w]
+
+
+def _resolved(scenario: Scenario) -> dict[str, tuple[dict[str, Any], str | None]]:
+    out: dict[str, tuple[dict[str, Any], str | None]] = {}
     for method in scenario.attack.methods:
         fields = declared(method)
         values = scenario.attack.options.get(method, {})
-        out[method] = {k: v for k, v in values.items()
-                       if k in fields and not (fields[k].unset is not PASS_ALWAYS
-                                               and v == fields[k].unset)}
+        opts, warning = resolve_options(method, {k: v for k, v in values.items()
+                                                 if k in fields}, scenario.train)
+        out[method] = ({k: v for k, v in opts.items()
+                        if not (fields[k].unset is not PASS_ALWAYS and v == fields[k].unset)},
+                       warning)
     return out
 

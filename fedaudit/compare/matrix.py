@@ -59,3 +59,17 @@ def matrix_table(cols: list[tuple[str, dict]], title: str = "threat-model matrix
                 cells.append(c.text if c.status == MEASURED else f"[dim]{c.status}[/dim]")
             t.add_row(pos if fam == FAMILIES[0] else "", fam, *cells)
     return t
+
+
+def print_matrices(run_dirs: Iterable[str | Path], *, as_json: bool = False) -> None:
+    """``fedaudit compare --matrix [--json]``: the runs' matrices side by side, as a table
+    (wide enough for every column) or as JSON on stdout."""
+    import sys
+
+    cols = matrices(run_dirs)
+    if as_json:
+        sys.stdout.write(matrix_json(cols))
+        return
+    from rich.console import Console
+
+    Console(width=max(100, 30 + 34 * len(cols))).print(matrix_table(cols))
