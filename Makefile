@@ -44,7 +44,7 @@ test: $(STAMP)
 	echo '$(UNIT) $(UNIT_A:%=--ignore=%)'; \
 	$(UNIT) $(UNIT_A:%=--ignore=%); b=$$?; \
 	wait $$a; a=$$?; cat $$log; rm -f $$log; test $$a = 0 && test $$b = 0
-	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest -m "e2e and not slow"
+	FEDAUDIT_TEST_THREADS=2 $(PY) -m pytest -m "e2e and not slow" --durations=25
 
 setup: $(STAMP)
 

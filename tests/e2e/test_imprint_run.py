@@ -11,10 +11,7 @@ from attacks.imprint import gaussian_thresholds
 from fedaudit.config import from_toml
 from fedaudit.data import build_federated_data
 from tests.helpers.runs import run_cli
-
-SMALL = ["data.dataset=digits", "data.client_samples=4", "train.batch_size=4",
-         "federation.num_clients=4", "federation.secagg.num_shares=3",
-         "federation.secagg.reconstruction_threshold=2", "imprint.bins=64"]
+from tests.helpers.writes import MALICIOUS_SMALL as SMALL
 
 
 def _alone(run) -> set[int]:
@@ -34,7 +31,10 @@ def _recovered(run) -> set[int]:
     return {int(i) for i, p in zip(rows["true_id"], rows["psnr"]) if p >= 40.0}
 
 
-def test_the_malicious_server_reads_the_lone_samples_with_and_without_secagg(tmp_path):
+def test_the_malicious_server_reads_the_lone_samples_with_and_without_secagg(
+        tmp_path, malicious_secagg_run):
+    """Plain FedAvg through the command line; SecAgg+ is the session's shared run
+    (tests/e2e/conftest.py), which the stage-writes test also checks."""
     _, plain = run_cli("malicious-server", tmp_path / "plain", SMALL)
     res = json.loads((plain / "results.json").read_text())["malicious_server"]
     assert res["aggregation"] == "plain" and res["samples"] == 16
@@ -43,8 +43,7 @@ def test_the_malicious_server_reads_the_lone_samples_with_and_without_secagg(tmp
     assert alone and _recovered(plain) == alone
     assert res["near_exact"] == len(alone) and res["share"] == len(alone) / 16
 
-    _, secure = run_cli("malicious-server", tmp_path / "secagg",
-                        [*SMALL, "federation.aggregation=secagg+"])
+    secure = malicious_secagg_run[0]
     res = json.loads((secure / "results.json").read_text())["malicious_server"]
     assert res["aggregation"] == "secagg+"
     got = _recovered(secure)

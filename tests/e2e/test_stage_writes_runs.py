@@ -11,22 +11,16 @@ import pytest
 
 
 @pytest.fixture()
-def recorded(monkeypatch):
-    """who (an audit stage, a target kind) -> every path it wrote, over the runs."""
-    from fedaudit.audit.stages import attacks, base
+def recorded(malicious_secagg_run):
+    """who (an audit stage, a target kind) -> every path it wrote, over the runs: the
+    shared malicious-server run's (tests/e2e/conftest.py) and those of the test's own."""
+    from tests.helpers.writes import recording_writes
 
     seen: dict[str, set[str]] = defaultdict(set)
-
-    def recording(check):
-        def wrapped(who, declared, before, after):
-            written = check(who, declared, before, after)
-            seen[who].update(written)
-            return written
-        return wrapped
-
-    monkeypatch.setattr(base, "check_writes", recording(base.check_writes))
-    monkeypatch.setattr(attacks, "check_writes", recording(attacks.check_writes))
-    return seen
+    for who, paths in malicious_secagg_run[1].items():
+        seen[who].update(paths)
+    with recording_writes(seen):
+        yield seen
 
 
 def _covered(declared: str, written: set[str]) -> bool:
@@ -38,7 +32,8 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
     """Three small runs enable every built-in stage and target kind: digits with
     quantization, LiRA / RMIA references, the DP audit, Res-MIA and FedMIA on all four
     target kinds, the attacks on one update; the malicious server's imprint block through
-    SecAgg+; a generated play with planted secrets."""
+    SecAgg+ (the session's shared run, ``malicious_secagg_run``); a generated play with
+    planted secrets."""
     from fedaudit.audit import STAGES, TARGETS
     from fedaudit.config import load_scenario
     from fedaudit.simulation.runner import run
@@ -57,12 +52,8 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
         # of samples are above reconstruction.max_samples), reconstruction's entry still
         "reconstruction.enabled=true", "reconstruction.clients=[0]",
         "reconstruction.iterations=5"]), tmp_path / "digits")
-    # the malicious server (its block changes the model: a run of its own), through SecAgg+
-    run(load_scenario("malicious-server", [
-        "data.dataset=digits", "data.client_samples=4", "train.batch_size=4",
-        "federation.num_clients=4", "federation.aggregation=secagg+",
-        "federation.secagg.num_shares=3", "federation.secagg.reconstruction_threshold=2",
-        "imprint.bins=64"]), tmp_path / "malicious")
+    # the malicious server (its block changes the model: a run of its own) is the shared
+    # run the fixture recorded
     play = write_play(tmp_path / "play.txt")
     run(load_scenario("shakespeare-secrets", [
         "federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1",

@@ -125,3 +125,36 @@ def test_the_bridge_hands_the_aggregate_to_the_auditing_strategy_as_stand_ins(id
     assert [(f["node_id"], f["reason"]) for f in audit.failures] == [
         (13, "client error: dropped out of SecAgg+ (boom)")]
     assert seen == []  # no probe saw a stand-in as a client's update
+
+
+def test_flowers_quantisation_error_is_within_the_documented_bound():
+    """The bound the e2e run and bench/secagg.py check (docs/algorithms.md section 16), on
+    explicit arrays through Flower's own quantize / dequantize: each client's weighted model
+    w_i n_i / max_weight is rounded stochastically to steps of delta = 2 clipping_range /
+    quantization_range (error < delta per entry, unbiased); the average over clients,
+    sum_i (...) max_weight / sum_i n_i, is then off by less than
+    N delta max_weight / sum_i n_i.  Float64 throughout, so nothing but the rounding
+    counts; the seeded generator (_numpy_seeded, as the client mod) makes it repeat."""
+    from flwr.common.secure_aggregation.quantization import dequantize, quantize
+
+    from strategies.secure_aggregation import _numpy_seeded
+
+    clip, qrange, max_weight = 8.0, 4_194_304, 1000
+    delta = 2 * clip / qrange
+    rng = np.random.default_rng(0)
+    n = np.array([7, 300, 1000, 41])
+    w = [rng.uniform(-1, 1, size=5000) for _ in n]
+    exact = sum(wi * ni for wi, ni in zip(w, n)) / n.sum()
+    runs = []
+    for seed in (3, 3, 4):
+        with _numpy_seeded(seed):
+            back = [dequantize(quantize([wi * ni / max_weight], clip, qrange), clip, qrange)[0]
+                    for wi, ni in zip(w, n)]
+        runs.append(sum(back) * max_weight / n.sum())
+    err = np.abs(runs[0] - exact)
+    assert err.max() < len(n) * delta * max_weight / n.sum()
+    assert err.max() > 0.1 * delta * max_weight / n.sum()  # the rounding is really there
+    np.testing.assert_array_equal(runs[0], runs[1])  # the same seed repeats
+    assert not np.array_equal(runs[0], runs[2])
+    # stochastic rounding is unbiased: over 5,000 entries the mean error is far below delta
+    assert abs(float((runs[0] - exact).mean())) < 0.05 * delta * max_weight / n.sum() * len(n)
