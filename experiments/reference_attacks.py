@@ -1,7 +1,7 @@
 """LiRA and RMIA (reference models trained like the target) against LOSS: the tables of
 docs/validation.md sections 1 and 9.
 
-    python experiments/reference_attacks.py [--part cifar|signal|dpsgd|all] [--quick]
+    python experiments/reference_attacks.py [--part cifar|signal|dpsgd|augment|all] [--quick]
                                             [--out runs/experiments] [--data PATH]
 
 Each row is a full ``fedaudit.run`` with the scenario's seed (the target retrains, the same
@@ -19,6 +19,11 @@ reference rows reuse the 4- and 8-reference rows' models.
 - ``dpsgd``: ``cifar10-audit`` under DP-SGD at noise multipliers 0.5 and 1 (4 offline
   references, trained under the same DP-SGD): does RMIA's TPR at 1% FPR fall as the noise
   grows?
+- ``augment`` (issue 41): ``cifar10-audit`` trained with ``train.augment = "flip+crop"``
+  for ``--rounds`` rounds (default 20; the references likewise): offline 4 and online 8
+  and 16 references, LiRA with the augmented queries that match training (``auto``:
+  flip+shift, 10 queries) and with 1 query; and the target alone for the same rounds
+  without augmentation (LOSS only), to tell the rounds' effect from the augmentation's.
 
 Prints one markdown table per part (pooled over clients, global model), with the number of
 distinct non-members and the wall time of each run.  ``--quick``: the first row of each
@@ -39,8 +44,10 @@ def _cifar(data: str) -> list[str]:
     return ["data.dataset='npz'", f"data.path='{data}'"]
 
 
-def rows(part: str, data: str) -> list[tuple[str, str, list[str]]]:
+def rows(part: str, data: str, rounds: int = 20) -> list[tuple[str, str, list[str]]]:
     c = _cifar(data)
+    trained = [*c, "train.augment='flip+crop'", f"federation.rounds={rounds}"]
+    one_query = ["attack.lira.augment='none'", "attack.methods=['loss','lira']"]
     aug = "attack.lira.augment='flip+shift'"
     online = "attack.reference.mode='online'"
     table = {
@@ -60,6 +67,20 @@ def rows(part: str, data: str) -> list[tuple[str, str, list[str]]]:
             ("membership-signal", "offline, 4 refs", ["attack.methods=['loss','lira','rmia']"]),
             ("membership-signal", "online, 4 refs", ["attack.methods=['loss','lira','rmia']",
                                                      online]),
+        ],
+        "augment": [
+            ("cifar10-audit", "flip+crop, offline, 4 refs", trained),
+            ("cifar10-audit", "flip+crop, offline, 4 refs, LiRA 1 query", [*trained, *one_query]),
+            ("cifar10-audit", f"no augmentation, {rounds} rounds, LOSS only",
+             [*c, f"federation.rounds={rounds}", "attack.methods=['loss']"]),
+            ("cifar10-audit", "flip+crop, online, 8 refs",
+             [*trained, online, "attack.reference.models=8"]),
+            ("cifar10-audit", "flip+crop, online, 8 refs, LiRA 1 query",
+             [*trained, online, "attack.reference.models=8", *one_query]),
+            ("cifar10-audit", "flip+crop, online, 16 refs",
+             [*trained, online, "attack.reference.models=16"]),
+            ("cifar10-audit", "flip+crop, online, 16 refs, LiRA 1 query",
+             [*trained, online, "attack.reference.models=16", *one_query]),
         ],
         "dpsgd": [
             ("cifar10-audit", f"dp-sgd noise {z}, offline, 4 refs",
@@ -84,8 +105,8 @@ def _setting_of(r: dict, method: str) -> str:
 
 
 def run_part(part: str, quick: bool, out: str, data: str, first: int = 0,
-             last: int | None = None) -> None:
-    todo = rows(part, data)[:1] if quick else rows(part, data)[first:last]
+             last: int | None = None, rounds: int = 20) -> None:
+    todo = rows(part, data, rounds)[:1] if quick else rows(part, data, rounds)[first:last]
     print(f"\n### {part}\n")
     print("| scenario | setting | attack | AUC | TPR@1%FPR | TPR@0.1%FPR | non-members | "
           "attack setting | test acc | epsilon | ref. size / target | references trained / "
@@ -113,16 +134,19 @@ def run_part(part: str, quick: bool, out: str, data: str, first: int = 0,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("cifar", "signal", "dpsgd", "all"), default="all")
+    ap.add_argument("--part", choices=("cifar", "signal", "dpsgd", "augment", "all"),
+                    default="all")
     ap.add_argument("--out", default="runs/experiments")
     ap.add_argument("--data", default=DATA, help="the CIFAR-10 .npz (npz layout)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--first", type=int, default=0,
                     help="with one --part: start at this row (0-based; to resume a table)")
     ap.add_argument("--last", type=int, default=None, help="with one --part: stop before this row")
+    ap.add_argument("--rounds", type=int, default=20, help="--part augment: federation rounds")
     args = ap.parse_args()
-    for part in (("signal", "cifar", "dpsgd") if args.part == "all" else (args.part,)):
-        run_part(part, args.quick, args.out, args.data, args.first, args.last)
+    for part in (("signal", "cifar", "dpsgd", "augment") if args.part == "all"
+                 else (args.part,)):
+        run_part(part, args.quick, args.out, args.data, args.first, args.last, args.rounds)
 
 
 if __name__ == "__main__":
