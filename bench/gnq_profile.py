@@ -13,7 +13,11 @@ of bench/run.py.  Run alone: ``python bench/gnq_profile.py [KEY ...]`` (keys of
   captured from the step (interleaved medians), split by ``torch.profiler`` into
   ``per-sample`` (float32 work: per-sample gradients, unfolded patches, normalised
   inputs, sums), ``float64 conversion`` (copies to float64) and ``Gram float64`` (the
-  float64 products that form K), in proportion to the operators' CPU time there;
+  float64 products that form K: the ghost forms', and those of kernels that do not hand
+  back rows), in proportion to the operators' CPU time there;
+* ``all Rows``: the per-sample rows the kernels hand back (:class:`fedaudit.gnq.ghost.Rows`)
+  converted into the auditor's float64 buffer and multiplied, for all layers at once
+  (before that change each kernel did this itself, inside its own phases);
 * ``solve``: ``auditor.scores()`` on the captured K (symmetrise, float64 solve);
 * ``unattributed``: what the measured extra leaves over (caches and memory shared with
   the step, allocator, timing noise).
@@ -34,6 +38,7 @@ if str(ROOT) not in sys.path:
 from bench.gnq import (OVERHEAD_MODELS, _interleaved_medians, memory_ratio,  # noqa: E402
                        overhead_ratio, speedup_vs_naive, step_setup)
 from fedaudit.gnq import GhostAuditor  # noqa: E402
+from fedaudit.gnq.ghost import GramAccumulator, Rows  # noqa: E402
 from fedaudit.gnq.kernels import find_kernel  # noqa: E402
 from fedaudit.training.losses import batch_loss  # noqa: E402
 
@@ -48,6 +53,10 @@ def _phase_of(event) -> str:
         return "float64 conversion"
     dtypes = getattr(event, "input_dtypes", None) or []
     return "Gram float64" if "double" in dtypes else "per-sample"
+
+
+def _flat(part) -> list:
+    return [q for p in part for q in _flat(p)] if isinstance(part, list) else [part]
 
 
 def _captured_layers(model, x, y) -> list[tuple[str, torch.nn.Module, torch.Tensor, torch.Tensor]]:
@@ -112,13 +121,22 @@ def phase_profile(key: str = "", repeats: int = 100, warmup: int = 10, seed: int
     for kind, module, a, b in _captured_layers(model, x, y):
         by_kind[kind].append((module, a, b))
     def run_kind(kind: str):
-        def fn() -> None:
-            for module, a, b in by_kind[kind]:
-                find_kernel(module)(module, a, b, auditor.strategy)
+        def fn() -> list:
+            return [find_kernel(m)(m, a, b, auditor.strategy) for m, a, b in by_kind[kind]]
         return fn
 
     kernels = {kind: run_kind(kind) for kind in by_kind}
-    kt = _interleaved_medians({**kernels, "solve": auditor.scores}, repeats, warmup)
+    parts = [fn() for fn in kernels.values()]
+    acc = GramAccumulator()
+
+    def rows_to_gram() -> None:  # what the auditor does with the kernels' Rows
+        acc.reset()
+        for p in parts:
+            acc.add([q if isinstance(q, Rows) else None for q in _flat(p)])
+        acc.result()
+
+    kt = _interleaved_medians({**kernels, "rows": rows_to_gram, "solve": auditor.scores},
+                              repeats, warmup)
     split: dict[str, dict[str, float]] = {k: defaultdict(float) for k in by_kind}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                 record_shapes=True) as prof:
@@ -137,6 +155,8 @@ def phase_profile(key: str = "", repeats: int = 100, warmup: int = 10, seed: int
         for phase in KERNEL_PHASES:
             rows.append({"kind": kind, "phase": phase,
                          "ms": 1e3 * kt[kind] * split[kind][phase] / total})
+    rows.append({"kind": "all Rows", "phase": "float64 conversion + Gram (one product)",
+                 "ms": 1e3 * kt["rows"]})
     rows.append({"kind": "-", "phase": "solve", "ms": 1e3 * kt["solve"]})
     extra = 1e3 * (t["audited"] - t["plain"])
     return {"model": label, "plain_step_ms": 1e3 * t["plain"],
