@@ -2,10 +2,10 @@
 
 * :func:`overhead_ratio` -- median time of one audited local training step
   (:class:`~fedaudit.gnq.GhostAuditor` hooks, ghost kernels and the B x B solve) divided by
-  the median time of the same plain step, on the default scenario's small CNN (8x8
-  single-channel inputs, 10 classes, batch 32, SGD). Design target: <= 1.10.
-* :func:`overhead_breakdown` -- where the audited step's extra time goes (per-layer
-  kernel, hooks, solve).
+  the median time of the same plain step (:data:`OVERHEAD_MODELS`: the quickstart CNN on
+  1x8x8 and 3x32x32, shakespeare-secrets' transformer and a 4-layer one at sequence
+  length 128, ResNet-18), with its FLOP floors.
+* where the audited step's extra time goes, per layer kind and phase: bench/gnq_profile.py.
 * :func:`memory_ratio` -- peak extra memory of ``gnq_scores(method="naive")`` divided by
   that of ``method="ghost"`` on an MLP with > 1M parameters, batch 32.
 * :func:`speedup_vs_naive` -- median time of ``gnq_scores`` naive / ghost (MLP and CNN).
@@ -72,17 +72,46 @@ def _interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int,
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def _cnn_setup(seed: int, model_name: str = "cnn", in_channels: int = 1,
-               image_size: int = 8, batch: int = BATCH, device: str = "cpu"):
-    from fedaudit.models import build_model
+#: the steps whose overhead is measured: key suffix -> set-up of :func:`step_setup`
+OVERHEAD_MODELS: dict[str, dict] = {
+    "": dict(model="cnn", channels=1, size=8, batch=BATCH),          # quickstart, digits 8x8
+    "_cnn32": dict(model="cnn", channels=3, size=32, batch=BATCH),   # the same CNN, CIFAR-sized
+    # shakespeare-secrets' model: width 64, 2 layers, 4 heads, seq_len 64, batch 16, Adam
+    # (vocabulary: tiny-shakespeare's 65 characters + the 10 digits its secrets add)
+    "_transformer": dict(model="transformer", layers=2, seq_len=64, batch=16),
+    "_transformer4": dict(model="transformer", layers=4, seq_len=128, batch=16),
+    "_resnet18": dict(model="resnet18", channels=3, size=32, batch=32),  # GroupNorm
+}
+TRANSFORMER = dict(vocab=75, width=64, heads=4)
 
+
+def step_setup(key: str, seed: int = 0, device: str = "cpu"):
+    """(model, optimizer, x, y, label) of the local step ``OVERHEAD_MODELS[key]``: the CNNs
+    with SGD (lr 0.05, momentum 0.9) on N(0, 1) images, the transformers with Adam (lr
+    0.003, shakespeare-secrets' optimiser) on uniform random tokens."""
+    from fedaudit.models import build_model, build_text_model
+
+    spec = OVERHEAD_MODELS[key]
     torch.manual_seed(seed)
-    model = build_model(model_name, in_channels=in_channels, image_size=image_size,
-                        num_classes=10).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = torch.randn(batch, in_channels, image_size, image_size).to(device)
-    y = torch.randint(0, 10, (batch,)).to(device)
-    return model, opt, x, y
+    B = spec["batch"]
+    if spec["model"] == "transformer":
+        V, L = TRANSFORMER["vocab"], spec["seq_len"]
+        model = build_text_model("transformer", vocab_size=V, seq_len=L,
+                                 width=TRANSFORMER["width"], layers=spec["layers"],
+                                 heads=TRANSFORMER["heads"]).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=0.003)
+        x = torch.randint(0, V, (B, L)).to(device)
+        y = torch.randint(0, V, (B, L)).to(device)
+        label = f"transformer {spec['layers']} layers, seq {L}"
+    else:
+        c, n = spec["channels"], spec["size"]
+        model = build_model(spec["model"], in_channels=c, image_size=n,
+                            num_classes=10).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        x = torch.randn(B, c, n, n).to(device)
+        y = torch.randint(0, 10, (B,)).to(device)
+        label = f"{spec['model']} {c}x{n}x{n}"
+    return model, opt, x, y, label
 
 
 def _sync(device: str) -> None:
@@ -99,29 +128,15 @@ def _flops(fn: Callable[[], object]) -> int:
     return counter.get_total_flops()
 
 
-#: the models the overhead is measured on: key suffix -> (model, channels, size, batch)
-OVERHEAD_MODELS: dict[str, tuple[str, int, int, int]] = {
-    "": ("cnn", 1, 8, BATCH),              # quickstart CNN on digits (8x8)
-    "_cnn32": ("cnn", 3, 32, BATCH),       # the same CNN on CIFAR-sized inputs
-    "_resnet18": ("resnet18", 3, 32, 32),  # ResNet-18 with GroupNorm, 32x32, batch 32
-}
-
-
-def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
-    """FLOPs of the cheapest exact Gram matrix K = G G^T for one batch, layer by layer.
-
-    For a weight p x d applied at T positions (Linear: T = 1 on vectors; Conv: output
-    positions) the cheaper of the ghost form, 2 B^2 T^2 (p + d), and the Gram of the
-    materialised per-sample gradients, 2 B^2 p d (their materialisation, B T p d, replaces
-    the weight-gradient pass with ``fuse_grad``); a bias or a norm layer's affine
-    parameters: 2 B^2 x (their count). This is the floor's numerator.
-    """
+def _layer_flops(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
+    """(Gram FLOPs, per-sample gradient FLOPs) of :func:`gram_flops` and
+    :func:`persample_flops`, from one forward with hooks."""
     B = x.shape[0]
-    total = 0
+    total = persample = 0
     handles = []
 
     def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        nonlocal total
+        nonlocal total, persample
         params = [p for p in module.parameters(recurse=False) if p.requires_grad]
         if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             w = module.weight
@@ -129,6 +144,8 @@ def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
             p_, d = w.shape[0] // g, w[0].numel()  # per group: p x d
             T = output[0].numel() // w.shape[0]  # positions per sample
             total += 2 * B * B * g * min(T * T * (p_ + d), p_ * d)
+            if p_ * d < T * T * (p_ + d) and T > 1:
+                persample += 2 * B * T * g * p_ * d
             if module.bias is not None:
                 total += 2 * B * B * module.bias.numel()
         else:
@@ -143,37 +160,64 @@ def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
     finally:
         for h in handles:
             h.remove()
-    return total
+    return total, persample
 
 
-def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_name: str = "cnn",
-                   in_channels: int = 1, image_size: int = 8, batch: int = BATCH,
+def gram_flops(model: nn.Module, x: torch.Tensor) -> int:
+    """FLOPs of the cheapest exact Gram matrix K = G G^T for one batch, layer by layer.
+
+    For a weight p x d applied at T positions (Linear: T = 1 on vectors, the sequence
+    length on sequences; Conv: output positions) the cheaper of the ghost form,
+    2 B^2 T^2 (p + d), and the Gram of the materialised per-sample gradients, 2 B^2 p d
+    (their materialisation, 2 B T p d, :func:`persample_flops`, replaces the weight-gradient
+    pass with ``fuse_grad``); a bias or any other layer's parameters (norms, embeddings):
+    2 B^2 x (their count). This is the floor's numerator.
+    """
+    return _layer_flops(model, x)[0]
+
+
+def persample_flops(model: nn.Module, x: torch.Tensor) -> int:
+    """FLOPs of materialising per-sample weight gradients, 2 B T p d, over the Linear and
+    Conv layers with T > 1 positions whose cheapest exact Gram form is the materialised
+    one (:func:`gram_flops`): the work an audit that keeps autograd's own weight gradient
+    (no ``fuse_grad``) does beside it."""
+    return _layer_flops(model, x)[1]
+
+
+def overhead_ratio(key: str = "", repeats: int = 300, warmup: int = 30, seed: int = 0,
                    device: str = "cpu", fuse_grad: bool = False) -> dict:
-    """Audited / plain median step time (zero_grad, forward, CE, backward, SGD step).
+    """Audited / plain median step time (zero_grad, forward, loss, backward, optimizer step)
+    of the step ``OVERHEAD_MODELS[key]`` (:func:`step_setup`).
 
-    The audited step is the one ``train_local`` runs (``fuse_grad`` as there: off by
-    default) and the float64 solve. ``floor``: the analytic lower bound on the ratio for exact GNQ,
+    The loss is ``train_local``'s (:func:`fedaudit.training.losses.batch_loss`), the
+    audited step the one ``train_local`` runs (``fuse_grad`` as there: off by default)
+    and the float64 solve. ``floor``: the analytic lower bound on the ratio for exact GNQ,
     1 + Gram FLOPs / step FLOPs, Gram FLOPs from :func:`gram_flops` (cheapest exact form
     per layer) and the plain step's matmul and convolution FLOPs counted by
     ``torch.utils.flop_counter``. The Gram products are float64 (precision on
     near-duplicates, :func:`fedaudit.gnq.kernels.gram`), whose FLOPs cost about twice
-    float32's on CPU: ``floor_float64`` = 1 + 2 x Gram / step. (No counted FLOPs of the
+    float32's on CPU: ``floor_float64`` = 1 + 2 x Gram / step. Both floors take the
+    per-sample gradients as free (they replace autograd's weight gradient only with
+    ``fuse_grad``); ``floor_unfused`` adds the FLOPs of materialising them beside
+    autograd's (:func:`persample_flops`) to ``floor_float64``. (No counted FLOPs of the
     audited step: ``torch.utils.flop_counter`` counts a grouped ``convolution_backward``
     as if it were dense, B times too many for the batch-folded per-sample gradients.)
     """
-    model, opt, x, y = _cnn_setup(seed, model_name, in_channels, image_size, batch, device)
+    from fedaudit.training.losses import batch_loss
+
+    model, opt, x, y, label = step_setup(key, seed, device)
     auditor = GhostAuditor(model, lam=1e-2, loss_reduction="mean", fuse_grad=fuse_grad)
 
     def plain() -> None:
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
+        batch_loss(model(x), y).backward()
         opt.step()
         _sync(device)
 
     def audited() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
         with auditor.capture():
-            F.cross_entropy(model(x), y).backward()
+            batch_loss(model(x), y).backward()
         opt.step()
         scores = auditor.scores().cpu()  # the client ships them to the server
         _sync(device)
@@ -182,80 +226,25 @@ def overhead_ratio(repeats: int = 300, warmup: int = 30, seed: int = 0, model_na
     step_flops = _flops(plain)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     g_flops = gram_flops(model, x)
+    m_flops = persample_flops(model, x)
     t = _interleaved_medians({"plain": plain, "audited": audited}, repeats, warmup)
     return {
-        "model": f"{model_name} {in_channels}x{image_size}x{image_size}",
+        "model": label,
         "device": str(device),
         "fuse_grad": fuse_grad,
-        "batch": batch,
+        "batch": x.shape[0],
         "params": n_params,
         "plain_step_ms": 1e3 * t["plain"],
         "audited_step_ms": 1e3 * t["audited"],
         "overhead_ratio": t["audited"] / t["plain"],
         "step_gflop": step_flops / 1e9,
         "gram_gflop": g_flops / 1e9,
+        "persample_gflop": m_flops / 1e9,
         "floor": 1 + g_flops / step_flops,
         "floor_float64": 1 + 2 * g_flops / step_flops,
+        "floor_unfused": 1 + (2 * g_flops + m_flops) / step_flops,
         "repeats": repeats,
     }
-
-
-def overhead_breakdown(repeats: int = 300, warmup: int = 30, seed: int = 0) -> dict:
-    """Extra time of the audited CNN step split into hooks, kernels (per layer) and solve.
-
-    ``hooks_ms``: audited step with every kernel replaced by a no-op (the auditor's
-    private layer table is patched), minus plain.
-    ``kernel_<layer>_ms``: that layer's kernel alone on captured tensors.
-    ``solve_ms``: ``auditor.scores()`` (validation, float64 solve) on a captured K.
-    """
-    model, opt, x, y = _cnn_setup(seed)
-    auditor = GhostAuditor(model)
-    zeros = torch.zeros(BATCH, BATCH)
-
-    def plain() -> None:
-        opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    hooks_auditor = GhostAuditor(model)
-    hooks_auditor._layers = [
-        (n, m, lambda *args: zeros.clone()) for n, m, _ in hooks_auditor._layers
-    ]
-
-    def hooks_only() -> None:
-        opt.zero_grad(set_to_none=True)
-        with hooks_auditor.capture():
-            F.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    t = _interleaved_medians({"plain": plain, "hooks": hooks_only}, repeats, warmup)
-    out = {"plain_step_ms": 1e3 * t["plain"], "hooks_ms": 1e3 * (t["hooks"] - t["plain"])}
-
-    captured: dict[str, tuple] = {}
-    handles = []
-    for name, m in model.named_modules():
-        if type(m) in KERNELS and any(True for _ in m.parameters(recurse=False)):
-            def fwd(mod, inputs, output, name=name):
-                a = inputs[0].detach()
-                output.register_hook(lambda g: captured.__setitem__(name, (mod, a, g)))
-            handles.append(m.register_forward_hook(fwd))
-    F.cross_entropy(model(x), y).backward()
-    for h in handles:
-        h.remove()
-    model.zero_grad(set_to_none=True)
-    kernel_fns = {
-        f"kernel_{name}_{type(mod).__name__}":
-            (lambda mod=mod, a=a, g=g: KERNELS[type(mod)](mod, a, g, "auto"))
-        for name, (mod, a, g) in captured.items()
-    }
-    with auditor.capture():
-        F.cross_entropy(model(x), y).backward()
-    model.zero_grad(set_to_none=True)
-    kt = _interleaved_medians({**kernel_fns, "solve": auditor.scores}, repeats, warmup)
-    for k, v in kt.items():
-        out[f"{k}_ms"] = 1e3 * v
-    out["kernels_total_ms"] = 1e3 * sum(v for k, v in kt.items() if k.startswith("kernel_"))
-    return out
 
 
 def _peak_extra_bytes(fn: Callable[[], object]) -> int:
@@ -382,8 +371,9 @@ def _print_table(title: str, rows: dict) -> None:
 
 def main() -> None:
     _print_table("machine", machine_facts())
-    _print_table("overhead_ratio (small CNN, batch 32; target <= 1.10)", overhead_ratio())
-    _print_table("overhead_breakdown", overhead_breakdown())
+    for key in OVERHEAD_MODELS:
+        if key != "_resnet18":
+            _print_table(f"overhead_ratio{key}", overhead_ratio(key, repeats=50, warmup=5))
     _print_table("memory_ratio (MLP > 1M params, batch 32)", memory_ratio())
     _print_table("speedup_vs_naive (batch 32)", speedup_vs_naive())
     _print_table("machine (after)", {"load_avg_1m": os.getloadavg()[0]})

@@ -3,7 +3,7 @@
 #
 #   bash bench/gpu_check.sh [OUT_DIR]        (default OUT_DIR: ./gpu-check)
 #
-# Prints the same ratios as bench/run.py (gnq_overhead_ratio{,_cnn32,_resnet18} with their
+# Prints the same ratios as bench/run.py (gnq_overhead_ratio{,_cnn32,_transformer,...} with their
 # floors, resmia_cost_ratio for the CNN and ResNet-18) measured on the GPU, then runs
 # cifar10-resnet18 shortened to 2 rounds of 4 clients, 1 local epoch, on ../shared/data's
 # CIFAR-10 JPEG subset (10k images; see its README) or, without it, the
@@ -32,10 +32,9 @@ from bench.gnq import OVERHEAD_MODELS, overhead_ratio
 from bench.resmia import resmia_cost
 
 out = {}
-for key, (model, ch, size, batch) in OVERHEAD_MODELS.items():
+for key in OVERHEAD_MODELS:
     t0 = time.perf_counter()
-    r = overhead_ratio(repeats=50 if key != "_resnet18" else 20, warmup=5, model_name=model,
-                       in_channels=ch, image_size=size, batch=batch, device="cuda")
+    r = overhead_ratio(key, repeats=50 if key != "_resnet18" else 20, warmup=5, device="cuda")
     out[f"gnq_overhead_ratio{key}"] = r["overhead_ratio"]
     out[f"gnq_overhead_floor{key}"] = r["floor"]
     out[f"gnq_overhead{key}"] = r

@@ -7,11 +7,14 @@ and writes every figure, with the machine it was measured on, to a JSON file (de
 Sections (``--only`` picks some; ``--quick`` shrinks repeats and grids and skips the
 ResNet-18 measurements):
 
-* ``gnq`` (bench/gnq.py) -- ``gnq_overhead_ratio``: audited / plain local training step,
-  quickstart CNN on 1x8x8, batch 32 (goal <= 1.35); ``gnq_overhead_ratio_cnn32``: the same
-  CNN on 3x32x32 (goal <= 1.15); ``gnq_overhead_ratio_resnet18``: ResNet-18 (GroupNorm) on
-  3x32x32, batch 32 (goal <= 1.2; not with --quick); each with ``gnq_overhead_floor*`` =
-  1 + Gram FLOPs / step FLOPs beside it; ``gnq_memory_ratio``: peak extra memory naive /
+* ``gnq`` (bench/gnq.py, bench/gnq_profile.py) -- ``gnq_overhead_ratio``: audited / plain
+  local training step, quickstart CNN on 1x8x8, batch 32 (goal <= 1.35);
+  ``gnq_overhead_ratio_cnn32``: the same CNN on 3x32x32 (goal <= 1.15);
+  ``gnq_overhead_ratio_transformer``: shakespeare-secrets' character transformer, batch 16
+  (goal <= 1.2), ``_transformer4`` the same with 4 layers at sequence length 128;
+  ``gnq_overhead_ratio_resnet18``: ResNet-18 (GroupNorm) on 3x32x32, batch 32 (goal <= 1.2;
+  not with --quick); each with ``gnq_overhead_floor*`` = 1 + Gram FLOPs / step FLOPs beside
+  it; the extra time per layer kind and phase (table); ``gnq_memory_ratio``: peak extra memory naive /
   ghost on a 1.07M-parameter MLP, batch 32 (goal >= 100); ``gnq_speedup_vs_naive``.
 * ``resmia`` (bench/resmia.py) -- ``resmia_cost_ratio``: Res-MIA time per sample / one
   forward pass per sample through the same Oracle (goal <= K + 1), quickstart CNN on 8x8
@@ -96,25 +99,10 @@ def load() -> dict:
 # ---- sections ----------------------------------------------------------------------
 
 def run_gnq(quick: bool) -> dict:
-    """GNQ step overhead (and its breakdown), memory ratio, speed-up vs naive."""
-    from bench import gnq
+    """GNQ step overheads with floors, their profile, memory ratio, speed-up vs naive."""
+    from bench.gnq_profile import run_section
 
-    out = {}
-    for key, (model, channels, size, batch) in gnq.OVERHEAD_MODELS.items():
-        if quick and key == "_resnet18":
-            continue
-        small = key == ""
-        repeats = (100 if quick else 300) if small else (20 if quick else 60)
-        if key == "_resnet18":
-            repeats = 10
-        out[f"overhead{key}"] = gnq.overhead_ratio(
-            repeats=repeats, warmup=max(2, repeats // 10), model_name=model,
-            in_channels=channels, image_size=size, batch=batch)
-    out |= {"memory": gnq.memory_ratio(),
-           "speedup": gnq.speedup_vs_naive(repeats=3 if quick else 7)}
-    if not quick:
-        out["breakdown"] = gnq.overhead_breakdown()
-    return out
+    return run_section(quick)
 
 
 def run_resmia(quick: bool) -> dict:
@@ -210,7 +198,7 @@ def headline(res: dict) -> dict:
     out: dict = {}
     if "gnq" in res:
         g = res["gnq"]
-        for key in ("", "_cnn32", "_resnet18"):
+        for key in ("", "_cnn32", "_transformer", "_transformer4", "_resnet18"):
             if f"overhead{key}" in g:
                 out[f"gnq_overhead_ratio{key}"] = g[f"overhead{key}"]["overhead_ratio"]
                 out[f"gnq_overhead_floor{key}"] = g[f"overhead{key}"]["floor"]
@@ -260,16 +248,9 @@ def print_tables(res: dict, console) -> None:
         t.add_column(col)
     r = res.get("results", {})
     if "gnq_overhead_ratio" in h:
-        goals = {"": "<= 1.35", "_cnn32": "<= 1.15", "_resnet18": "<= 1.2"}
-        for key, goal in goals.items():
-            if f"overhead{key}" not in r["gnq"]:
-                continue
-            o = r["gnq"][f"overhead{key}"]
-            t.add_row(f"gnq_overhead_ratio{key}", _f(o["overhead_ratio"]), goal,
-                      f"{o['model']}, batch {o['batch']}: {o['audited_step_ms']:.2f} / "
-                      f"{o['plain_step_ms']:.2f} ms, {o['repeats']} repeats; floor "
-                      f"1 + Gram/step FLOPs = {o['floor']:.3f} (float64 Gram: "
-                      f"{o['floor_float64']:.3f})")
+        from bench.gnq_profile import headline_rows
+
+        headline_rows(r["gnq"], t)
         mm = r["gnq"]["memory"]
         t.add_row("gnq_memory_ratio", _f(h["gnq_memory_ratio"]), ">= 100",
                   f"MLP {mm['mlp_params']:,} params, batch 32, torch allocator: "
@@ -311,6 +292,10 @@ def print_tables(res: dict, console) -> None:
                   f"(steady round - plain round) / {q['clients']} clients")
     console.print(t)
 
+    if "gnq" in r and "profile" in r["gnq"]:
+        from bench.gnq_profile import print_profiles
+
+        print_profiles(r["gnq"]["profile"], console)
     if "reconstruction" in r:
         from bench.reconstruction import print_parallel, print_table
 

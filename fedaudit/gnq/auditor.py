@@ -33,7 +33,7 @@ from .kernels import (
     conv_per_sample_weight_grads,
     find_kernel,
 )
-from .kernels import gram as gram_matrix
+from .ghost import GramAccumulator, Rows
 
 __all__ = ["GhostAuditor"]
 
@@ -112,7 +112,7 @@ class GhostAuditor:
         self.strategy = strategy
         self.fuse_grad = bool(fuse_grad)
         self._fused: dict[str, nn.Parameter] = {}
-        self._K: torch.Tensor | None = None
+        self._acc = GramAccumulator()  # K of the current step; its buffer lives on
         self._B: int | None = None
         self._called: set[str] = set()
         self._active = False
@@ -156,7 +156,8 @@ class GhostAuditor:
         ]
         if not layers:
             raise ValueError("the model has no trainable parameters to audit")
-        self._K, self._B = None, None
+        self._acc.reset()
+        self._B = None
         self._called = set()
         self._generation += 1
         generation = self._generation
@@ -173,7 +174,7 @@ class GhostAuditor:
         try:
             yield self
         except BaseException:
-            self._K = None  # a partial K must not be scored
+            self._acc.reset()  # a partial K must not be scored
             raise
         finally:
             for h in handles:
@@ -261,11 +262,10 @@ class GhostAuditor:
             weight.grad = summed
         else:
             weight.grad.add_(summed)
-        K = gram_matrix(gw)
+        self._acc.add(Rows(gw))
         bias = module.bias
         if bias is not None and bias.requires_grad:
-            K += gram_matrix(b.reshape(B, module.out_channels, -1).sum(2))
-        self._add(K)
+            self._acc.add(Rows(b.reshape(B, module.out_channels, -1).sum(2)))
 
     def _check_batch(self, name: str, b: torch.Tensor) -> int:
         B = b.shape[0] if b.dim() > 0 else 0
@@ -293,15 +293,7 @@ class GhostAuditor:
     ) -> None:
         self._check_batch(name, b)
         a, b = self._cast(a, b)
-        contribution = kernel(module, a, b, self.strategy)
-        if contribution is not None:
-            self._add(contribution)
-
-    def _add(self, contribution: torch.Tensor) -> None:
-        if self._K is None:  # kernels return fresh tensors; K is accumulated in float64
-            self._K = contribution.to(torch.float64)
-        else:
-            self._K.add_(contribution.to(torch.float64))
+        self._acc.add(kernel(module, a, b, self.strategy))
 
     # ------------------------------------------------------------------ results
     @property
@@ -311,12 +303,13 @@ class GhostAuditor:
 
     def gram(self) -> torch.Tensor:
         """K = G G^T (float64, B x B) of per-sample gradients of each sample's own loss."""
-        if self._K is None:
+        K = self._acc.result()
+        if K is None:
             raise RuntimeError(
                 "no gradients were captured: run the forward AND loss.backward() inside "
                 "`with auditor.capture():` before asking for scores"
             )
-        K = self._K.to(torch.float64)
+        K = K.to(torch.float64)
         if self.loss_reduction == "mean":
             K = K * float(self._B) ** 2
         return K

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .ghost import _trainable, _use_ghost, _weight_gram, gram
+from .ghost import Rows, _trainable, _use_ghost, _weight_gram
 from .registry import KERNELS, register_kernel
 
 __all__ = ["conv_kernel", "conv_materializes", "conv_output_positions",
@@ -130,17 +130,16 @@ def conv_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy: s
     bt = b.reshape(B, module.out_channels, -1)
     T = bt.shape[-1]
     g, p, d = _conv_dims(module)
-    K = None
+    parts = []
     if _trainable(module.weight):
         if _use_ghost(T, p, d, strategy, B, g):
             padded, padding = _conv_padding(module, a)
-            K = _conv_ghost(module, padded, bt, padding, strategy)
+            parts.append(_conv_ghost(module, padded, bt, padding, strategy))
         else:
-            K = gram(conv_per_sample_weight_grads(module, a, b))
+            parts.append(Rows(conv_per_sample_weight_grads(module, a, b)))
     if _trainable(module.bias):
-        Kb = gram(bt.sum(2))
-        K = Kb if K is None else K.add_(Kb)
-    return K
+        parts.append(Rows(bt.sum(2)))
+    return parts or None
 
 
 def _conv_ghost(

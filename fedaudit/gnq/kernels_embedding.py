@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .ghost import _trainable, gram
+from .ghost import Rows, _trainable
 from .registry import KERNELS, register_kernel
 
 __all__ = ["embedding_kernel"]
@@ -51,7 +51,7 @@ def embedding_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strate
     rows = torch.arange(B, device=inv.device).repeat_interleave(T) * U + inv
     Gw = torch.zeros(B * U, dim, dtype=bt.dtype, device=bt.device)
     Gw.index_add_(0, rows, bt.reshape(B * T, dim))
-    return gram(Gw.view(B, U * dim))
+    return Rows(Gw.view(B, U * dim))
 
 
 KERNELS.mark_builtin()

@@ -28,13 +28,12 @@ def linear_kernel(module: nn.Module, a: torch.Tensor, b: torch.Tensor, strategy:
     d, p = a.shape[-1], b.shape[-1]
     A = a.reshape(1, B, -1, d)
     Bm = b.reshape(1, B, -1, p)
-    K = None
+    parts = []
     if _trainable(module.weight):
-        K = _weight_gram(A, Bm, strategy)
+        parts.append(_weight_gram(A, Bm, strategy))
     if _trainable(module.bias):
-        Kb = _bias_gram(Bm[0].sum(1))
-        K = Kb if K is None else K.add_(Kb)
-    return K
+        parts.append(_bias_gram(Bm[0].sum(1)))
+    return parts or None
 
 
 KERNELS.mark_builtin()

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .ghost import _trainable, gram
+from .ghost import Rows, _trainable
 from .registry import KERNELS, register_kernel
 
 __all__ = ["batchnorm_eval_kernel", "groupnorm_kernel", "layernorm_kernel"]
@@ -38,9 +38,7 @@ def _affine_gram(
         parts.append(per_sample(b * xhat))
     if _trainable(getattr(module, "bias", None)):
         parts.append(per_sample(b))
-    if not parts:
-        return None
-    return gram(parts[0] if len(parts) == 1 else torch.cat(parts, 1))
+    return [Rows(x) for x in parts] or None
 
 
 @register_kernel(nn.GroupNorm)

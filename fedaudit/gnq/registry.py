@@ -24,8 +24,9 @@ __all__ = ["KERNELS", "STRATEGIES", "KernelFn", "register_kernel", "check_module
 Strategy = Literal["auto", "ghost", "materialize"]
 STRATEGIES: tuple[str, ...] = ("auto", "ghost", "materialize")
 
-KernelFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, str], "torch.Tensor | None"]
-"""kernel(module, a, b, strategy) -> (B x B) contribution, or None if nothing is trainable."""
+KernelFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, str], object]
+"""kernel(module, a, b, strategy) -> (B x B) contribution, per-sample rows
+(:class:`fedaudit.gnq.ghost.Rows`), a list of these, or None if nothing is trainable."""
 
 CheckFn = Callable[[nn.Module], None]
 
@@ -41,7 +42,9 @@ def register_kernel(
     ``a`` is the module's first positional input (detached), ``b`` the gradient of the
     loss with respect to its output, both with the batch on dim 0. The function returns
     the (B x B) Gram contribution of the module's trainable parameters (skipping those
-    with ``requires_grad=False``) or None. ``check(module)``, if given, is called before
+    with ``requires_grad=False``), or their per-sample gradients as ``Rows(X)`` (X of
+    shape (B, n); the auditor adds X X^T in float64 with the other layers' rows), a list
+    of both, or None. ``check(module)``, if given, is called before
     capturing and should raise ValueError for configurations the kernel cannot handle.
     Registration is by exact type (a subclass may change ``forward``).  A type that
     already has another kernel (a built-in one, say) needs ``replace=True``.
