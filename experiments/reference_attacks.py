@@ -22,8 +22,9 @@ reference rows reuse the 4- and 8-reference rows' models.
 - ``augment`` (issue 41): ``cifar10-audit`` trained with ``train.augment = "flip+crop"``
   for ``--rounds`` rounds (default 20; the references likewise): offline 4 and online 8
   and 16 references, LiRA with the augmented queries that match training (``auto``:
-  flip+shift, 10 queries) and with 1 query; and the target alone for the same rounds
-  without augmentation (LOSS only), to tell the rounds' effect from the augmentation's.
+  flip+shift, 10 queries) and with 1 query; and the target for the same rounds without
+  augmentation (LOSS alone, then with 4 offline references), to tell the rounds' effect
+  from the augmentation's.
 
 Prints one markdown table per part (pooled over clients, global model), with the number of
 distinct non-members and the wall time of each run.  ``--quick``: the first row of each
@@ -81,6 +82,8 @@ def rows(part: str, data: str, rounds: int = 20) -> list[tuple[str, str, list[st
              [*trained, online, "attack.reference.models=16"]),
             ("cifar10-audit", "flip+crop, online, 16 refs, LiRA 1 query",
              [*trained, online, "attack.reference.models=16", *one_query]),
+            ("cifar10-audit", f"no augmentation, {rounds} rounds, offline, 4 refs",
+             [*c, f"federation.rounds={rounds}"]),
         ],
         "dpsgd": [
             ("cifar10-audit", f"dp-sgd noise {z}, offline, 4 refs",
