@@ -65,16 +65,14 @@ def secagg_mean(models: list[list[np.ndarray]], weights: list[int], seed: int,
 
 def one_round(data, clients: list[np.ndarray], bins: int, gain: float, seed: int,
               secagg: bool) -> dict:
-    from attacks.imprint import (ImprintBlock, expected_recovery_rate, gaussian_thresholds,
-                                 imprinted, recover_images)
+    from attacks.imprint import (expected_recovery_rate, imprint_block_for, imprinted,
+                                 recover_images)
     from fedaudit.config import load_scenario
     from fedaudit.image_metrics import reconstruction_metrics
     from fedaudit.models.registry import image_model
 
     shape = tuple(data.x.shape[1:])
-    measure = data.x[data.test].reshape(len(data.test), -1).mean(axis=1)
-    block = ImprintBlock(shape, gaussian_thresholds(float(measure.mean()),
-                                                    float(measure.std()), bins), gain)
+    block = imprint_block_for(data.x[data.test], bins, gain)
     task = image_model(load_scenario("reconstruction").model, shape, data.num_classes,
                        seed=seed)
     model = imprinted(task, block)

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ImprintBlock", "gaussian_thresholds", "imprinted"]
+__all__ = ["ImprintBlock", "gaussian_thresholds", "imprint_block_for", "imprinted"]
 
 
 def gaussian_thresholds(mu: float, sigma: float, bins: int) -> np.ndarray:
@@ -86,6 +86,19 @@ class ImprintBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.linear0(x.flatten(1)))
         return x + self.linear1(h).view(x.shape)
+
+
+def imprint_block_for(reference: np.ndarray, bins: int, gain: float = 1000.0) -> ImprintBlock:
+    """The block a server builds from data it holds itself, ``reference`` (N, *shape): ``bins``
+    thresholds at the Gaussian quantiles (:func:`gaussian_thresholds`) of the mean-pixel
+    measurement over ``reference`` (in float64), for inputs of ``reference``'s sample shape."""
+    x = np.asarray(reference)
+    if x.ndim < 2 or len(x) < 2:
+        raise ValueError(f"reference must hold at least 2 samples (N, *shape); got {x.shape}")
+    measure = x.reshape(len(x), -1).astype(np.float64).mean(axis=1)
+    return ImprintBlock(tuple(x.shape[1:]),
+                        gaussian_thresholds(float(measure.mean()), float(measure.std()), bins),
+                        gain)
 
 
 def imprinted(task_model: nn.Module, block: ImprintBlock) -> nn.Sequential:

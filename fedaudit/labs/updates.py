@@ -144,13 +144,11 @@ def imprinted_round(clients: int = 4, n: int = 4, *, bins: int = 64, lr: float =
     """``clients`` clients of ``n`` digits each (client c: digits 100 c .. 100 c + n - 1)
     take one SGD step on the imprinted MLP the server sent; the server averages their
     models (equal weights, as SecAgg+'s weighted mean of equal clients)."""
-    from attacks.imprint import ImprintBlock, gaussian_thresholds, imprinted
+    from attacks.imprint import imprint_block_for, imprinted
     from fedaudit.models import build_model
 
     x, y = digits()
-    measure = x[1000:].reshape(len(x) - 1000, -1).astype(np.float64).mean(axis=1)
-    block = ImprintBlock((1, 8, 8), gaussian_thresholds(float(measure.mean()),
-                                                        float(measure.std()), bins))
+    block = imprint_block_for(x[1000:], bins)
     model = imprinted(build_model("mlp", in_channels=1, image_size=8, num_classes=10,
                                   width=WIDTH, seed=MODEL_SEED), block)
     start = {k: v.detach().clone() for k, v in model.state_dict().items()}

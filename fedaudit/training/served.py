@@ -7,7 +7,6 @@ the architectures and state-dict keys agree."""
 
 from __future__ import annotations
 
-import numpy as np
 from torch import nn
 
 from fedaudit.models.registry import model_for
@@ -30,8 +29,6 @@ def served_model(scenario: Scenario, data, *, seed: int) -> nn.Module:
     table = imprint_table(scenario)
     if table is None:
         return model
-    from attacks.imprint import ImprintBlock, gaussian_thresholds, imprinted
+    from attacks.imprint import imprint_block_for, imprinted
 
-    measure = data.x[data.test].reshape(len(data.test), -1).astype(np.float64).mean(axis=1)
-    c = gaussian_thresholds(float(measure.mean()), float(measure.std()), table["bins"])
-    return imprinted(model, ImprintBlock(tuple(data.x.shape[1:]), c, table["gain"]))
+    return imprinted(model, imprint_block_for(data.x[data.test], table["bins"], table["gain"]))

@@ -143,3 +143,25 @@ def test_bad_updates_are_refused(w, b, shape, message):
 def test_an_update_that_reached_no_bin_gives_no_candidate():
     images, bins = recover_images(np.zeros((4, 16)), np.zeros(4), SHAPE)
     assert images.shape == (0, *SHAPE) and len(bins) == 0
+
+
+def test_the_block_for_reference_data_takes_the_gaussian_of_its_mean_pixel():
+    """imprint_block_for: the biases are -c_i / gain for the thresholds of the reference
+    samples' mean pixels, their mean and standard deviation computed here by hand in
+    float64; too few samples are refused."""
+    from scipy.stats import norm
+
+    from attacks.imprint import imprint_block_for
+
+    rng = np.random.default_rng(5)
+    ref = rng.uniform(0, 1, size=(50, 3, 4, 4)).astype(np.float32)
+    block = imprint_block_for(ref, bins=7, gain=10.0)
+    m = [float(np.mean(ref[i].astype(np.float64))) for i in range(50)]
+    mu, sd = float(np.mean(m)), float(np.sqrt(np.mean((np.array(m) - np.mean(m)) ** 2)))
+    c = mu + sd * norm.ppf(np.arange(1, 8) / 8)
+    # the biases are float32 parameters: compare at float32's resolution of |c / gain| < 0.1
+    np.testing.assert_allclose(block.linear0.bias.detach().double().numpy(), -c / 10.0,
+                               rtol=0, atol=1e-8)
+    assert block.input_shape == (3, 4, 4) and block.bins == 7
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        imprint_block_for(ref[:1], bins=7)

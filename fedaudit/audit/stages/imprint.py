@@ -83,6 +83,7 @@ class Imprint(Stage):
     def run(self, ctx: AuditContext) -> None:
         from attacks.imprint import expected_recovery_rate, recover_images
         from fedaudit.audit.stages.reconstruction import ssim_window
+        from fedaudit.audit.update_attacks import local_training
         from fedaudit.image_metrics import reconstruction_metrics
         from fedaudit.training.served import served_model
 
@@ -111,9 +112,8 @@ class Imprint(Stage):
             notes.append(f"{len(images)} bins changed for {n} samples; kept the {n} with "
                          "the largest bias differences")
             images, bins = images[keep], bins[keep]
-        if ctx.scenario.train.local_epochs * int(np.ceil(
-                max((len(ctx.data.clients[c]) for c in clients), default=1)
-                / ctx.scenario.train.batch_size)) > 1:
+        largest = max((len(ctx.data.clients[c]) for c in clients), default=1)
+        if local_training(ctx.scenario, largest).steps > 1:
             notes.append("the clients took several local steps: the block's rows differ "
                          "after the first, and the expected share assumes one")
         out: dict[str, Any] = {
