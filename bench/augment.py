@@ -83,7 +83,7 @@ def main() -> None:
                         f"median of {args.repeats}")
     for col in ("step", "none ms", "flip ms", "flip+crop ms", "flip / none",
                 "flip+crop / none"):
-        table.add_column(col, justify="left" if col == "step" else "right")
+        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     for name, (options, channels, size, dp) in SETUPS.items():
         t = epoch_times(options, channels, size, dp, args.samples, args.repeats)
         table.add_row(name, *(f"{1e3 * t[a]:.1f}" for a in AUGMENTS),
