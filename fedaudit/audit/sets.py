@@ -150,7 +150,7 @@ def _resolved(scenario: Scenario) -> dict[str, tuple[dict[str, Any], str | None]
         opts, warning = resolve_options(method, {k: v for k, v in values.items()
                                                  if k in fields}, scenario.train)
         out[method] = ({k: v for k, v in opts.items()
-                        if not (fields[k].unset is not PASS_ALWAYS and v == fields[k].unset)},
-                       warning)
+                        if not (k in fields and fields[k].unset is not PASS_ALWAYS
+                                and v == fields[k].unset)}, warning)
     return out
 
