@@ -66,7 +66,7 @@ def secagg_mean(models: list[list[np.ndarray]], weights: list[int], seed: int,
 def one_round(data, clients: list[np.ndarray], bins: int, gain: float, seed: int,
               secagg: bool) -> dict:
     from attacks.imprint import (expected_recovery_rate, imprint_block_for, imprinted,
-                                 recover_images)
+                                 recover_images, strongest_candidates)
     from fedaudit.config import load_scenario
     from fedaudit.image_metrics import reconstruction_metrics
     from fedaudit.models.registry import image_model
@@ -96,12 +96,8 @@ def one_round(data, clients: list[np.ndarray], bins: int, gain: float, seed: int
     # float32 models: bins no sample reached carry the weights' rounding, about 1e-7 of
     # them; 1e-3 of the largest bias difference keeps every bin a sample reached at these
     # gains (the candidates column shows how many), the n largest at most
-    images, used = recover_images(dw, db, shape, rtol=1e-3)
-    if len(used) > len(np.concatenate(clients)):
-        keep = np.sort(np.argsort(-np.abs(np.diff(np.append(db, 0.0))[used]))[
-            :len(np.concatenate(clients))])
-        images, used = images[keep], used[keep]
     ids = np.concatenate(clients)
+    images, used = strongest_candidates(*recover_images(dw, db, shape, rtol=1e-3), db, len(ids))
     n = len(ids)
     step = 2 * 8.0 / 2 ** 22 * 1000.0 / n
     out = {"bins": bins, "gain": gain, "secagg": secagg, "samples": n, "candidates": len(images),

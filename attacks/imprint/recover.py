@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["expected_recovery_rate", "recover_images"]
+__all__ = ["expected_recovery_rate", "recover_images", "strongest_candidates"]
 
 
 def recover_images(weight_update: ArrayLike, bias_update: ArrayLike,
@@ -39,6 +39,19 @@ def recover_images(weight_update: ArrayLike, bias_update: ArrayLike,
     used = np.flatnonzero(np.abs(db) > rtol * scale) if scale > 0 else np.zeros(0, int)
     images = (dw[used] / db[used, None]).reshape((len(used), *input_shape))
     return images, used
+
+
+def strongest_candidates(images: np.ndarray, bins: np.ndarray, bias_update: ArrayLike,
+                         n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`recover_images`' candidates cut to the ``n`` of largest |db_i - db_{i+1}| (the
+    bins most samples' weight reached; for when more bins changed than the round had
+    samples), still in bin order; all of them when there are at most ``n``."""
+    if len(bins) <= n:
+        return images, bins
+    b = np.asarray(bias_update, dtype=np.float64)
+    strength = np.abs(np.diff(np.append(b, 0.0)))[bins]
+    keep = np.sort(np.argsort(-strength)[:n])
+    return images[keep], bins[keep]
 
 
 def expected_recovery_rate(num_samples: int, bins: int) -> float:

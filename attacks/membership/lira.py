@@ -124,10 +124,9 @@ def _lira_resolve(options: dict[str, Any], train: Any) -> tuple[dict[str, Any], 
     table); an explicit choice stays, with a warning when it asks for views no model
     trained on."""
     query = options.get("augment", "auto")
-    padding = getattr(train, "augment_padding", 0)
     if query == "auto":
-        return {**options, "augment": trained_queries(train.augment, padding)}, None
-    return options, untrained_queries(query, train.augment, padding)
+        return {**options, "augment": trained_queries(train.augment, train.augment_padding)}, None
+    return options, untrained_queries(query, train.augment, train.augment_padding)
 
 
 def _lira_needs(*, augment: str = "none", **_: Any) -> ReferenceNeeds:

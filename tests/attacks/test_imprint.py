@@ -165,3 +165,21 @@ def test_the_block_for_reference_data_takes_the_gaussian_of_its_mean_pixel():
     assert block.input_shape == (3, 4, 4) and block.bins == 7
     with pytest.raises(ValueError, match="at least 2 samples"):
         imprint_block_for(ref[:1], bins=7)
+
+
+def test_strongest_candidates_keep_the_largest_bias_differences_in_bin_order():
+    """Bias update (k = 5): |db_i - db_{i+1}| = 1, 4, 0.5, 3, 2 (db_6 = 0), so with n = 3 the
+    bins 1, 3 and 4 stay, in that order; n >= the candidates keeps all."""
+    from attacks.imprint import strongest_candidates
+
+    db = np.array([10.5, 9.5, 5.5, 5.0, 2.0])
+    np.testing.assert_allclose(np.abs(db - np.append(db[1:], 0.0)), [1, 4, 0.5, 3, 2.0])
+    images = np.arange(5.0)[:, None] * np.ones((5, 2))
+    bins = np.arange(5)
+    kept, kept_bins = strongest_candidates(images, bins, db, 3)
+    assert kept_bins.tolist() == [1, 3, 4] and kept[:, 0].tolist() == [1.0, 3.0, 4.0]
+    # a subset of bins (candidates of the reached bins only): indexes into the full update
+    sub, sub_bins = strongest_candidates(images[[0, 2, 3]], np.array([0, 2, 3]), db, 2)
+    assert sub_bins.tolist() == [0, 3] and sub[:, 0].tolist() == [0.0, 3.0]
+    same, same_bins = strongest_candidates(images, bins, db, 5)
+    assert same is images and same_bins is bins

@@ -81,7 +81,7 @@ class Imprint(Stage):
         return None
 
     def run(self, ctx: AuditContext) -> None:
-        from attacks.imprint import expected_recovery_rate, recover_images
+        from attacks.imprint import expected_recovery_rate, recover_images, strongest_candidates
         from fedaudit.audit.stages.reconstruction import ssim_window
         from fedaudit.audit.update_attacks import local_training
         from fedaudit.image_metrics import reconstruction_metrics
@@ -107,11 +107,9 @@ class Imprint(Stage):
         n = len(ids)
         notes = []
         if len(images) > n:  # more reached bins than samples: keep the strongest n
-            diff = np.abs(np.diff(np.append(delta["0.linear0.bias"], 0.0)))[bins]
-            keep = np.sort(np.argsort(-diff)[:n])
             notes.append(f"{len(images)} bins changed for {n} samples; kept the {n} with "
                          "the largest bias differences")
-            images, bins = images[keep], bins[keep]
+            images, bins = strongest_candidates(images, bins, delta["0.linear0.bias"], n)
         largest = max((len(ctx.data.clients[c]) for c in clients), default=1)
         if local_training(ctx.scenario, largest).steps > 1:
             notes.append("the clients took several local steps: the block's rows differ "
