@@ -26,6 +26,7 @@ import functools
 import importlib
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -35,7 +36,7 @@ K = TypeVar("K")
 T = TypeVar("T")
 
 __all__ = ["Registry", "RegistryError", "Entry", "import_submodules", "instance_registrar",
-           "registered", "registry_of"]
+           "loaded_registries", "registered", "registry_of"]
 
 
 class RegistryError(ValueError, LookupError):
@@ -93,6 +94,10 @@ class Registry(Mapping[K, T]):
         self._entries: dict[K, Entry[T]] = {}
         self._builtin: dict[K, Entry[T]] = {}
         self._families: list[_Family] = []
+        #: the module that created the registry (found as ``collections.namedtuple`` finds
+        #: its caller's): another process imports it to find the registry by its kind
+        #: (:mod:`fedaudit.simulation.plugins`)
+        self.module: str = sys._getframe(1).f_globals.get("__name__", "__main__")
         _BY_KIND[kind] = self
 
     # ---- registering --------------------------------------------------------------
@@ -235,6 +240,11 @@ def registry_of(kind: str) -> Registry:
         raise RegistryError(f"no {kind} registry is loaded yet; import the package that "
                             "defines it (fedaudit.config.schema.registries() loads them "
                             "all)") from None
+
+
+def loaded_registries() -> tuple[Registry, ...]:
+    """Every registry created in this process so far, in creation order."""
+    return tuple(_BY_KIND.values())
 
 
 def _registered_names(kind: str) -> tuple[str, ...]:

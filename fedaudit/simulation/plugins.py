@@ -3,23 +3,31 @@
 The clients run in Ray worker processes, which import fedaudit afresh: a dataset, model or
 GNQ kernel that a script or notebook registered (``@register_dataset("mine")``) exists only
 in the driver.  :func:`client_app_with_plugins` returns a ClientApp whose first mod
-registers those entries in the worker before the client trains.  The ClientApp travels to
-the workers pickled (Ray's cloudpickle); the plug-ins' own modules are pickled by value,
-so they need not be importable there (a notebook's ``__main__`` is pickled by value anyway).
-Attacks, quantizers, target kinds, audit stages, probes and aggregation paths run in the
-driver (the server's rounds, the post-training audit); they are carried too, because each
-client validates the scenario it receives, names and tables included.
+registers those entries in the worker before the client trains or runs an audit job.
+The ClientApp travels to the workers pickled (Ray's cloudpickle); the plug-ins' own modules
+are pickled by value, so they need not be importable there (a notebook's ``__main__`` is
+pickled by value anyway).
+
+Every registry loaded in the driver is carried (:func:`fedaudit.registry.loaded_registries`,
+each found again in the worker by its kind after importing the module that defines it),
+not a list of them: the workers train (datasets, models, GNQ kernels, augmentations,
+defenses, DP audit levels), run the attacks on updates (reconstruction and label attacks)
+and validate the scenario they receive, which names entries of every other registry
+(attacks, quantizers, target kinds, audit stages, probes, aggregations, aggregators).
 Under ``flwr run`` / ``fedaudit deploy`` the ClientApp is loaded by name in other
 processes: there plug-ins must be importable modules that register on import.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from flwr.app import Context, Message
+
+from fedaudit.registry import Registry, loaded_registries, registry_of
 
 #: packages every worker imports itself: their code is never pickled by value (torch's
 #: layer types key GNQ kernels, the user's own or fedaudit's)
@@ -28,24 +36,18 @@ IMPORTED_PACKAGES = ("fedaudit", "attacks", "strategies", "torch")
 
 @dataclass(frozen=True)
 class PluginEntry:
-    registry: str  # "datasets", "models", "kernels"
+    registry: str  # the registry's kind ("dataset", "GNQ kernel", "label attack" ...)
+    module: str  # the module that defines the registry
     key: Any
     obj: Any
     meta: dict
 
 
-def _client_registries() -> dict[str, Any]:
-    """Every registry: the scenario's (:func:`fedaudit.config.schema.registries`, which the
-    clients need to validate the scenario they receive) and the GNQ kernels (their
-    training)."""
-    import dataclasses
-
-    from fedaudit.config.schema import registries
-    from fedaudit.gnq.kernels import KERNELS
-
-    regs = registries()
-    return {**{f.name: getattr(regs, f.name) for f in dataclasses.fields(regs)},
-            "kernels": KERNELS}
+def _registry(entry: PluginEntry) -> Registry:
+    """The entry's registry in this process (its module imported first: a fresh worker
+    loads only what its own imports needed)."""
+    importlib.import_module(entry.module)
+    return registry_of(entry.registry)
 
 
 def _code_of(key: Any, obj: Any) -> list[Any]:
@@ -63,8 +65,11 @@ def user_plugins() -> list[PluginEntry]:
     """The registrations a fresh worker would not have: everything registered or replaced
     after fedaudit's own modules registered theirs (:meth:`Registry.mark_builtin`), also
     when it reuses fedaudit's code (a built-in GNQ kernel for another torch layer type)."""
-    return [PluginEntry(name, e.key, e.obj, dict(e.meta))
-            for name, reg in _client_registries().items() for e in reg.added()]
+    from fedaudit.config.schema import registries
+
+    registries()  # the built-in entries of every registry the schema reads are in
+    return [PluginEntry(reg.kind, reg.module, e.key, e.obj, dict(e.meta))
+            for reg in loaded_registries() for e in reg.added()]
 
 
 class RegisterPlugins:
@@ -74,9 +79,8 @@ class RegisterPlugins:
         self.entries = entries
 
     def __call__(self, msg: Message, context: Context, call_next) -> Message:
-        regs = _client_registries()
         for e in self.entries:
-            regs[e.registry].register(e.key, e.obj, replace=True, **e.meta)
+            _registry(e).register(e.key, e.obj, replace=True, **e.meta)
         return call_next(msg, context)
 
 

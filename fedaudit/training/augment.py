@@ -85,6 +85,9 @@ def _flip_crop(x: torch.Tensor, gen: torch.Generator, padding: int) -> torch.Ten
     return random_crop(random_flip(x, gen), gen, padding)
 
 
+AUGMENTATIONS.mark_builtin()
+
+
 def augment_generator(seed: int) -> torch.Generator:
     """The views' generator of a local training seeded ``seed``: its own stream (4; DP-SGD's
     sampler, noise and canaries use 1-3), so augmenting leaves the batch order alone."""

@@ -35,7 +35,8 @@ def user_kernel(request):
 
 def test_a_kernel_registered_by_the_user_is_carried(user_kernel):
     entries = user_plugins()
-    assert [(e.registry, e.key) for e in entries] == [("kernels", user_kernel)]
+    assert [(e.registry, e.module, e.key) for e in entries] == [
+        ("GNQ kernel", "fedaudit.gnq.registry", user_kernel)]
     app = client_app_with_plugins(entries)
     assert isinstance(app.extra_mods[0], RegisterPlugins)
 
@@ -73,3 +74,48 @@ def test_a_client_validating_its_scenario_imports_no_scipy_or_sklearn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip().splitlines()[-1]
     assert out == "[]"
+
+
+def _guess_all_first(case):  # a user's label attack (pickled by value: defined in a test)
+    from attacks.label_leakage import LabelGuess
+
+    return LabelGuess([case.training.num_examples] + [0] * (case.num_classes - 1), {})
+
+
+def test_every_loaded_registry_is_carried_and_found_in_a_fresh_process(tmp_path):
+    """Registries outside the scenario's (label and reconstruction attacks, augmentations,
+    DP audit levels) were once left behind, so an update job on an actor could not find a
+    notebook's attack.  A fresh interpreter that has imported nothing of them unpickles the
+    mod and runs it: the entry lands in the registry its module defines."""
+    import subprocess
+    import sys
+
+    from attacks.label_leakage import LABEL_ATTACKS, register_label_attack
+    from fedaudit.registry import loaded_registries
+
+    from fedaudit.simulation.plugins import user_plugins as carried
+
+    kinds = {r.kind for r in loaded_registries()}
+    assert {"label attack", "reconstruction", "augmentation", "DP audit level",
+            "aggregator", "GNQ kernel"} <= kinds
+    register_label_attack("test-all-first")(_guess_all_first)
+    try:
+        (entry,) = carried()
+    finally:
+        LABEL_ATTACKS.unregister("test-all-first")
+    assert (entry.registry, entry.module) == ("label attack", "attacks.label_leakage.registry")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        (tmp_path / "mod.pkl").write_bytes(cloudpickle.dumps(RegisterPlugins([entry])))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    code = ("import sys\n"
+            "from ray import cloudpickle\n"
+            "mod = cloudpickle.loads(open(sys.argv[1], 'rb').read())\n"
+            "before = 'attacks.label_leakage.registry' in sys.modules\n"
+            "mod(None, None, lambda msg, ctx: None)\n"
+            "from attacks.label_leakage import LABEL_ATTACKS\n"
+            "print(before, LABEL_ATTACKS.get('test-all-first').__name__)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "mod.pkl")],
+                         capture_output=True, text=True, check=True).stdout.split()[-2:]
+    assert out == ["False", "_guess_all_first"]
