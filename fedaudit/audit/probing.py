@@ -8,10 +8,11 @@ stage (``Stage.probes``) asks for it by name.
 
 from __future__ import annotations
 
+from fedaudit.aggregators import aggregator_of
 from fedaudit.audit.stages import ordered_stages
 from fedaudit.audit.targets import selected_kinds
-from fedaudit.probes import PROBES, VIEWS, Probe
-from fedaudit.probes.aggregation import AGGREGATIONS, aggregation_of
+from fedaudit.probes import PROBES, UPDATES, VIEWS, Probe
+from fedaudit.probes.aggregation import AGGREGATIONS, Aggregation, aggregation_of
 from fedaudit.scenario import Scenario
 
 __all__ = ["check_server_view", "probe_requests", "run_probes"]
@@ -47,21 +48,31 @@ def run_probes(scenario: Scenario, *, released: bool = True) -> list[type[Probe]
             if released or PROBES[name].every_trajectory]
 
 
+def _shown(agg: Aggregation) -> str:
+    return " and ".join(VIEWS[v] for v in VIEWS if v in agg.shows) or "nothing"
+
+
 def check_server_view(scenario: Scenario) -> str | None:
-    """What the run's probes need of the scenario (one line), first of all a view of the
-    round that the scenario's aggregation hides from the server: the message names the
-    probe, who asks for it and the aggregations that would show it; None when all fit."""
+    """What the run's aggregator and probes need of the scenario (one line), first of all
+    a view of the round that the scenario's aggregation hides from the server (a robust
+    ``federation.strategy`` reads each update; so do some probes): the message names who
+    needs it and the aggregations that would show it; None when all fit."""
     agg = aggregation_of(scenario)
+    rule = aggregator_of(scenario)
+    if rule.needs_each_update and agg.hides(frozenset({UPDATES})):
+        fits = [a.name for a in AGGREGATIONS.values() if not a.hides(frozenset({UPDATES}))]
+        return (f"federation.strategy = {rule.name!r} needs {VIEWS[UPDATES]}, "
+                f"but federation.aggregation = {agg.name!r} shows the server only "
+                f"{_shown(agg)}; aggregations that show it: {', '.join(fits) or 'none'}")
     if agg.check is not None and (problem := agg.check(scenario)):
         return problem
     for name, why in probe_requests(scenario).items():
         cls = PROBES[name]
         hidden = agg.hides(cls.reads)
         if hidden:
-            shown = " and ".join(VIEWS[v] for v in VIEWS if v in agg.shows) or "nothing"
             fits = [a.name for a in AGGREGATIONS.values() if not a.hides(cls.reads)]
             return (f"{why[0]} needs {VIEWS[hidden[0]]} (probe {name!r}), but "
-                    f"federation.aggregation = {agg.name!r} shows the server only {shown}; "
+                    f"federation.aggregation = {agg.name!r} shows the server only {_shown(agg)}; "
                     f"aggregations that show it: {', '.join(fits) or 'none'}")
         if problem := cls.check(scenario):
             return problem

@@ -7,13 +7,11 @@ overrides and validation (:mod:`~fedaudit.config.loading`), the cross-key checks
 from fedaudit.config.loading import (PATH_KEYS, bundled_scenarios, find_scenario, from_toml,
                                      load_scenario, parse_override, scenario_from_dict,
                                      validate)
-from fedaudit.config.schema import (BASE_SCHEMA, DEFAULT_ATTACKS, STATEFUL_STRATEGIES,
-                                    defaults, schema)
+from fedaudit.config.schema import BASE_SCHEMA, DEFAULT_ATTACKS, defaults, schema
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import sections_to_toml, to_toml
 
-__all__ = ["BASE_SCHEMA", "DEFAULT_ATTACKS", "PATH_KEYS", "STATEFUL_STRATEGIES",
-           "ScenarioError", "bundled_scenarios", "defaults", "find_scenario", "from_toml",
+__all__ = ["BASE_SCHEMA", "DEFAULT_ATTACKS", "PATH_KEYS", "ScenarioError", "bundled_scenarios", "defaults", "find_scenario", "from_toml",
            "load_scenario", "parse_override", "scenario_from_dict", "schema",
            "sections_to_toml", "to_toml", "validate"]
 

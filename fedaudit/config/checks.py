@@ -1,11 +1,13 @@
 """Constraints that involve several keys of a validated scenario (the schema checks each
 key on its own).  What a registered defense, audit stage or attack target requires is
-asked of it (``check(scenario)``), so these functions hold only the federation's own rules.
+asked of it (``check(scenario)``), and so is the aggregator (``federation.strategy``) of
+its options, so these functions hold only the federation's own rules.
 """
 
 from __future__ import annotations
 
 from attacks.membership.registry import attack_data
+from fedaudit.aggregators import options_of
 from fedaudit.config.schema import registries
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import Scenario
@@ -31,7 +33,8 @@ def check_cross(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
                             f"client {bad[0]} does not exist; allowed: "
                             f"0..{fed.num_clients - 1}")
-    problem = regs.defenses.get(s.defense.kind).check(s)
+    aggregator = regs.aggregators.get(fed.strategy)
+    problem = aggregator.check(s, options_of(s)) or regs.defenses.get(s.defense.kind).check(s)
     if problem:
         raise ScenarioError(f"{source}: {problem}")
     for stage in regs.ordered_stages():

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedaudit.config import STATEFUL_STRATEGIES, ScenarioError, from_toml, load_scenario
+from fedaudit.aggregators import AGGREGATORS, aggregator_of
+from fedaudit.config import ScenarioError, from_toml, load_scenario
 from fedaudit.data import build_federated_data
+from fedaudit.probes.aggregation import aggregation_of
 from fedaudit.training.served import served_model
 from fedaudit.rundir.layout import SCENARIO_NAME, rounds_path
 from fedaudit.scenario import Scenario
@@ -67,7 +69,8 @@ def check_scenario(scenario: Scenario) -> Scenario:
 
     if msg := check_stage_data(scenario, data):
         raise ScenarioError(msg)
-    if msg := check_secagg_weights(scenario, data):
+    aggregation = aggregation_of(scenario)
+    if aggregation.check_data is not None and (msg := aggregation.check_data(scenario, data)):
         raise ScenarioError(msg)
     try:
         served_model(scenario, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
@@ -75,21 +78,6 @@ def check_scenario(scenario: Scenario) -> Scenario:
         raise ScenarioError(f"model.name = {scenario.model.name!r} does not fit the data "
                             f"shape {tuple(data.x.shape[1:])}: {str(exc).splitlines()[0]}") from None
     return scenario
-
-
-def check_secagg_weights(scenario: Scenario, data) -> str | None:
-    """SecAgg+ encodes a client's weight (its num_examples) as a share of ``max_weight``;
-    a larger one overflows its arithmetic (Flower only warns)."""
-    from fedaudit.probes.secure_aggregation import NAME
-
-    if scenario.federation.aggregation != NAME:
-        return None
-    largest = max(len(ids) for ids in data.clients)
-    cap = scenario.federation.secagg.max_weight
-    if largest > cap:
-        return (f"federation.secagg.max_weight = {cap:g}: a client holds {largest} training "
-                f"samples, its SecAgg+ weight; allowed: >= {largest}")
-    return None
 
 
 def validate_all(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
@@ -111,10 +99,10 @@ def load_resume(run_dir: str | os.PathLike) -> Scenario:
         if isinstance(exc, ScenarioError):
             raise
         raise ScenarioError(f"{toml}: not a valid scenario: {exc}") from None
-    strategy = scenario.federation.strategy
-    if strategy in STATEFUL_STRATEGIES and rounds_path(path).exists():
-        raise ScenarioError(f"--resume {run_dir}: federation.strategy = {strategy!r} keeps server "
-                            "optimizer state between rounds that is not checkpointed; resume "
-                            "supports the stateless strategies (FedAvg, FedMedian, FedTrimmedAvg, "
-                            "Krum, MultiKrum, Bulyan)")
+    strategy = aggregator_of(scenario)
+    if strategy.server_state and rounds_path(path).exists():
+        stateless = [a.name for a in AGGREGATORS.values() if not a.server_state]
+        raise ScenarioError(f"--resume {run_dir}: federation.strategy = {strategy.name!r} keeps "
+                            "server optimizer state between rounds that is not checkpointed; "
+                            f"resume supports the stateless strategies ({', '.join(stateless)})")
     return check_scenario(scenario)

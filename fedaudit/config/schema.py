@@ -6,9 +6,10 @@ Each key is declared once, as a field of its table's dataclass in
 dataclasses (:func:`fedaudit.scenario.declare.layout`).  :func:`schema` adds what the
 registries declare, where the dataclasses leave room for it: in ``[data]``, ``[model]``
 and ``[defense]`` the options of the registered datasets, models and defenses (their
-union), each attack's ``[attack.<name>]`` options, and the tables that registered audit
-stages declare.  The choices of datasets, models, quantizers, attacks, attack targets and
-defenses come from their registries (:func:`registries`, by name).
+union), each attack's ``[attack.<name>]`` and each aggregator's ``[federation.<name>]``
+options, and the tables that registered audit stages declare.  The choices of datasets,
+models, quantizers, attacks, attack targets, defenses and aggregators come from their
+registries (:func:`registries`, by name).
 """
 
 from __future__ import annotations
@@ -25,11 +26,7 @@ from fedaudit.scenario import DEFAULT_ATTACKS, DEFAULT_TEXT_ATTACKS, Scenario
 from fedaudit.scenario.declare import Table, layout
 
 __all__ = ["BASE_SCHEMA", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "Registries",
-           "STATEFUL_STRATEGIES", "declared_options", "defaults", "registries", "schema"]
-
-#: Flower strategies with server-optimizer state between rounds (not checkpointed, so a
-#: run using one cannot be resumed)
-STATEFUL_STRATEGIES = ("FedAvgM", "FedAdagrad", "FedAdam", "FedYogi")
+           "declared_options", "defaults", "registries", "schema"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +41,7 @@ class Registries:
     stages: Registry
     probes: Registry
     aggregations: Registry
+    aggregators: Registry
 
     def of_kind(self, kind: str) -> Registry:
         """The registry whose entries are ``kind`` (its :attr:`Registry.kind`)."""
@@ -63,6 +61,7 @@ def registries() -> Registries:
     """The plug-in registries, populated by importing the packages that register the
     built-in entries (torch: imported on first use of the schema, not at ``--version``)."""
     import attacks
+    import fedaudit.aggregators
     import fedaudit.audit.stages
     import fedaudit.audit.targets
     import fedaudit.data
@@ -78,7 +77,8 @@ def registries() -> Registries:
                       defenses=fedaudit.defenses.DEFENSES,
                       targets=fedaudit.audit.targets.TARGETS, stages=fedaudit.audit.stages.STAGES,
                       probes=fedaudit.probes.PROBES,
-                      aggregations=fedaudit.probes.aggregation.AGGREGATIONS)
+                      aggregations=fedaudit.probes.aggregation.AGGREGATIONS,
+                      aggregators=fedaudit.aggregators.AGGREGATORS)
 
 
 def declared_options(registry: Registry, name: str) -> Mapping[str, Field]:

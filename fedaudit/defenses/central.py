@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from fedaudit.aggregators import AGGREGATORS, aggregator_of
 from fedaudit.defenses.base import Defense, register_defense
 from fedaudit.defenses.options import GAUSSIAN
 from fedaudit.defenses.accounting import gaussian_epsilon, json_epsilon
@@ -19,11 +20,12 @@ class _CentralDP(Defense):
     where: str
 
     def check(self, scenario):
-        strategy = scenario.federation.strategy
-        if self.noise_multiplier(scenario.defense) > 0 and strategy != "FedAvg":
+        strategy = aggregator_of(scenario)
+        if self.noise_multiplier(scenario.defense) > 0 and not strategy.weighted_mean:
+            means = " or ".join(repr(a.name) for a in AGGREGATORS.values() if a.weighted_mean)
             return (f"defense.kind = {self.kind!r} with noise needs federation.strategy = "
-                    f"'FedAvg' (got {strategy!r}): the Gaussian noise is calibrated to, and "
-                    "the privacy accounting holds for, the uniform mean of clipped updates")
+                    f"{means} (got {strategy.name!r}): the Gaussian noise is calibrated to, "
+                    "and the privacy accounting holds for, the uniform mean of clipped updates")
         return None
 
     def summary(self, cfg, rounds, *, num_clients, num_sampled):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fedaudit.probes.base import AGGREGATE, RECORDS, UPDATES, VIEWS
-from fedaudit.probes.secure_aggregation import NAME as SECAGG, check_secagg
+from fedaudit.probes.secure_aggregation import NAME as SECAGG, check_secagg, check_secagg_weights
 from fedaudit.registry import Registry
 from fedaudit.scenario import Scenario
 
@@ -22,13 +23,15 @@ __all__ = ["AGGREGATIONS", "Aggregation", "aggregation_of", "register_aggregatio
 @dataclass(frozen=True)
 class Aggregation:
     """One aggregation path: its name, one line on what the server receives, the views
-    of a round it shows the server (a subset of :data:`fedaudit.probes.VIEWS`), and its
-    own check of a scenario (one line naming the key, or None)."""
+    of a round it shows the server (a subset of :data:`fedaudit.probes.VIEWS`), its own
+    check of a scenario and of the scenario's built data before training (each one line
+    naming the key, or None)."""
 
     name: str
     describe: str
     shows: frozenset[str]
     check: Callable[[Scenario], str | None] | None = None
+    check_data: Callable[[Scenario, Any], str | None] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.shows) - set(VIEWS))
@@ -62,6 +65,6 @@ register_aggregation(Aggregation(
 register_aggregation(Aggregation(
     SECAGG, "Flower's SecAgg+: the server receives only the sum of the sampled clients' "
     "masked, quantised, weighted models, and takes their weighted mean",
-    frozenset({AGGREGATE}), check=check_secagg))
+    frozenset({AGGREGATE}), check=check_secagg, check_data=check_secagg_weights))
 
 AGGREGATIONS.mark_builtin()

@@ -15,9 +15,10 @@ each update on the server (:func:`check_secagg`; registered with the path in
 
 from __future__ import annotations
 
+from fedaudit.aggregators import AGGREGATORS, aggregator_of
 from fedaudit.scenario import Scenario
 
-__all__ = ["NAME", "check_secagg"]
+__all__ = ["NAME", "check_secagg", "check_secagg_weights"]
 
 NAME = "secagg+"
 
@@ -31,10 +32,12 @@ def check_secagg(scenario: Scenario) -> str | None:
     fed, sa = scenario.federation, scenario.federation.secagg
     _, per_round = fed.sampled_clients()
     head = f"federation.aggregation = {NAME!r}"
-    if fed.strategy != "FedAvg":
-        return (f"{head} computes the weighted mean of the clients' models; "
-                f"federation.strategy = {fed.strategy!r} needs each client's model; "
-                "allowed: FedAvg")
+    strategy = aggregator_of(scenario)
+    if not strategy.weighted_mean:
+        means = [a.name for a in AGGREGATORS.values() if a.weighted_mean]
+        return (f"{head} hands the server the weighted mean of the clients' models, which "
+                f"federation.strategy = {strategy.name!r} does not take as the new model "
+                f"({strategy.describe}); allowed: {', '.join(means)}")
     if per_round < 3:
         return (f"{head} needs at least 3 clients per round (num_shares >= 3); this "
                 f"scenario samples {per_round} (federation.num_clients, fraction_train)")
@@ -63,3 +66,14 @@ def check_secagg(scenario: Scenario) -> str | None:
                 "cannot reject a non-finite model (it sees only the masked sum); set it to 0")
     return None
 
+
+
+def check_secagg_weights(scenario: Scenario, data) -> str | None:
+    """SecAgg+ encodes a client's weight (its num_examples) as a share of ``max_weight``;
+    a larger one overflows its arithmetic (Flower only warns)."""
+    largest = max(len(ids) for ids in data.clients)
+    cap = scenario.federation.secagg.max_weight
+    if largest > cap:
+        return (f"federation.secagg.max_weight = {cap:g}: a client holds {largest} training "
+                f"samples, its SecAgg+ weight; allowed: >= {largest}")
+    return None

@@ -36,7 +36,7 @@ from typing import Any
 import tomli_w
 
 from fedaudit.scenario.declare import Table, build, declared_tables, flatten, layout
-from fedaudit.scenario.tables import (DEFAULT_ATTACKS, DEFAULT_TEXT_ATTACKS, FLOWER_STRATEGIES,
+from fedaudit.scenario.tables import (DEFAULT_ATTACKS, DEFAULT_TEXT_ATTACKS,
                                       AttackConfig, AuditConfig, CanariesConfig,
                                       ClientResources, DataConfig, DefenseConfig,
                                       DpAuditConfig, FaultsConfig, FederationConfig, GnqConfig,
@@ -47,7 +47,7 @@ __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo", "Scenario",
-    "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
+    "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
     "sections_to_toml", "to_toml",
 ]
 

@@ -22,16 +22,9 @@ __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo",
-    "SecAggConfig", "TrainConfig", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS", "FLOWER_STRATEGIES",
+    "SecAggConfig", "TrainConfig", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
 ]
 
-#: Strategies that aggregate model arrays with a plain constructor; the DP wrappers are
-#: defenses, the XGBoost ones do not train torch models, and FedProx / QFedAvg need a
-#: client-side loss term our ClientApp does not implement yet.
-FLOWER_STRATEGIES = (
-    "FedAvg", "FedAvgM", "FedMedian", "FedTrimmedAvg", "Krum", "MultiKrum", "Bulyan",
-    "FedAdagrad", "FedAdam", "FedYogi",
-)
 #: the attacks a scenario runs unless it says otherwise (registered ones can be added)
 DEFAULT_ATTACKS = ("resmia", "loss", "confidence", "entropy", "mentropy")
 #: ``attack.methods`` when a scenario on text data does not list it (Res-MIA erodes images)
@@ -169,7 +162,10 @@ class FederationConfig:
     """``[federation]`` with its two sub-tables."""
     num_clients: int = key(10, "number of simulated clients (SuperNodes)", min=1, max=10000)
     rounds: int = key(5, "federated rounds", min=1, max=100000)
-    strategy: str = key("FedAvg", "a flwr.serverapp.strategy class", choices=FLOWER_STRATEGIES)
+    strategy: str = key("FedAvg", "how the server combines the replies (a registered "
+                        "aggregator, fedaudit.aggregators, named as Flower's strategy class); "
+                        "its options are [federation.<strategy>]",
+                        choices=registered("aggregator"))
     fraction_train: float = key(1.0, "fraction of clients sampled each round",
                                 min=0.0, max=1.0, min_exclusive=True)
     min_clients: int = key(1, "fewest valid replies a round needs to update the model", min=1)
@@ -184,6 +180,8 @@ class FederationConfig:
     client_resources: ClientResources = ClientResources()
     secagg: SecAggConfig = SecAggConfig()
     init_args: RayInit = RayInit()
+    #: aggregator name -> its declared options (``[federation.FedTrimmedAvg] beta``)
+    options: Mapping[str, Mapping[str, Any]] = entry_tables("aggregator")
 
     def sampled_clients(self) -> tuple[int, int]:
         """(min_train_nodes, how many clients are sampled each round) -- flwr's

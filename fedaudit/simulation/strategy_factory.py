@@ -1,4 +1,5 @@
-"""The scenario's Flower strategy, by name, wrapped in its defense."""
+"""The scenario's Flower strategy (its registered aggregator, :mod:`fedaudit.aggregators`),
+wrapped in its defense."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import flwr.serverapp.strategy as flwr_strategies
 from flwr.app import MetricRecord
 
 from strategies import wire
+from fedaudit.aggregators import aggregator_of, options_of
 from fedaudit.defenses import get_defense
 from fedaudit.scenario import Scenario
 from fedaudit.dp_audit.canaries import client_inclusion
@@ -25,8 +27,9 @@ def _train_metrics(records: list, weighted_by_key: str):
 
 
 def make_strategy(scenario: Scenario, seed: int | None = None, *, canary_clients: bool = True):
-    """The scenario's Flower strategy (by name), federated evaluation off: the auditing
-    wrapper evaluates the global model centrally on ``test``.
+    """The scenario's Flower strategy (the class its aggregator names, with the options of
+    ``[federation.<strategy>]``), federated evaluation off: the auditing wrapper evaluates
+    the global model centrally on ``test``.
 
     With ``defense.kind`` = dp-server / dp-client / clip the strategy comes wrapped in
     Flower's fixed-clipping DP wrapper (:func:`strategies.defenses.wrap_defense`; noise
@@ -39,7 +42,8 @@ def make_strategy(scenario: Scenario, seed: int | None = None, *, canary_clients
     """
     fed = scenario.federation
     defense = scenario.defense
-    cls = getattr(flwr_strategies, fed.strategy)
+    aggregator = aggregator_of(scenario)
+    cls = getattr(flwr_strategies, aggregator.flower_class)
     n = fed.num_clients
     min_train, sampled = fed.sampled_clients()
     weighted = (wire.UNIT_WEIGHT if get_defense(defense.kind).uniform_weights
@@ -53,7 +57,8 @@ def make_strategy(scenario: Scenario, seed: int | None = None, *, canary_clients
         cls = with_canary_slots(cls, k)
     base = cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0,
                min_train_nodes=min_train, min_evaluate_nodes=0, min_available_nodes=n,
-               weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics)
+               weighted_by_key=weighted, train_metrics_aggr_fn=_train_metrics,
+               **options_of(scenario))
     wrapped = wrap_defense(base, defense, num_clients=n + k, num_sampled=sampled + k,
                            seed=scenario.seed if seed is None else seed)
     if not canaries:

@@ -153,7 +153,7 @@ def test_defaults_are_valid_values():
 
 def _typed(s, table: str, key: str):
     """``[table] key`` read the way code reads it: an attribute of the typed table, of an
-    attack's options, or of an audit stage's table."""
+    attack's or aggregator's options, or of an audit stage's table."""
     from fedaudit.scenario import TABLES
 
     if table in TABLES:
@@ -163,6 +163,8 @@ def _typed(s, table: str, key: str):
         return getattr(node, key)
     if table.startswith("attack."):
         return s.attack.options[table.split(".", 1)[1]][key]
+    if table.startswith("federation."):
+        return s.federation.options[table.split(".", 1)[1]][key]
     return s.stages[table][key]
 
 

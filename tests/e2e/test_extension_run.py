@@ -1,6 +1,8 @@
-"""A run (Flower + Ray) shows the stage, the target kind, the defense and the probe that
-tests/helpers/extension.py registers from outside the package: results.json, scores.npz
-and the report."""
+"""A run (Flower + Ray) shows the stage, the target kind, the defense, the probe, the
+aggregator and the label attack that tests/helpers/extension.py registers from outside the
+package: results.json, scores.npz and the report.  The label attack runs on the run's Ray
+actors (reconstruction.runtime = grid), which import fedaudit afresh: only the plug-ins
+carried to them (fedaudit.simulation.plugins) make it known there."""
 
 import numpy as np
 
@@ -18,13 +20,16 @@ def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
     run = fedaudit.run(
         {"scenario": {"name": "ext"},
          "data": {"max_samples": 400},
-         "federation": {"num_clients": 2, "rounds": 1},
+         "federation": {"num_clients": 2, "rounds": 1, "strategy": "ext-mean"},
          "model": {"name": "mlp", "width": 4},
          "audit.gnq": {"client": False},
          "audit.quantization": {"enabled": False},
          "attack": {"methods": ["loss"], "targets": ["global", "ext-first-round", "clients"]},
          "defense": {"kind": "ext-clip", "clip_norm": 10.0},
-         "audit.ext_round_loss": {"round": 1}},
+         "audit.ext_round_loss": {"round": 1},
+         "reconstruction": {"enabled": True, "label_methods": ["ext-all-first"],
+                            "methods": [], "runtime": "grid"},
+         "label_leakage.ext-all-first": {"share": 0.5}},
         out=tmp_path, progress=False)
     res = run.results
     assert res["defense"]["kind"] == "ext-clip"
@@ -46,5 +51,15 @@ def test_a_run_shows_the_new_stage_target_and_defense(extensions, tmp_path):
         sent = load_checkpoint(client_model_path(run.dir, 1, int(c)))
         assert value == max(float((sent[k].double() - v.double()).abs().max())
                             for k, v in start.items())
+    # the label attack, on the actors, with its option: half of each update's n samples
+    # guessed as class 0, the rest as class 1, scored against the client's true labels
+    data = build_federated_data(scenario)
+    cases = res["label_leakage"]["cases"]
+    assert res["label_leakage"]["methods"] == ["ext-all-first"] and len(cases) == 2
+    for case in cases:
+        y = data.y[data.clients[case["client"]]]
+        n, first = len(y), len(y) // 2
+        hits = min(first, int((y == 0).sum())) + min(n - first, int((y == 1).sum()))
+        assert case["ext-all-first"]["label_accuracy"] == hits / n
     html = run.report().read_text(encoding="utf-8")
     assert "LOSS on one round" in html and f"AUC {res['ext_round_loss']['auc']:.3f}" in html

@@ -1,12 +1,15 @@
 """What a newcomer writes outside the package: a new audit stage, a new attack target kind, a
-new defense, a new server-side probe and an aggregation that shows the server only the
-aggregate, each a small class registered by the ``extensions`` fixture (no file of the
-package edited).  tests/audit/test_extension.py checks what validation makes of them,
+new defense, a new server-side probe, an aggregation that shows the server only the
+aggregate, an aggregator (``federation.strategy``) and a label-leakage attack that runs on
+the Ray actors, each registered by the ``extensions`` fixture (no file of the package
+edited).  tests/audit/test_extension.py checks what validation makes of them,
 tests/e2e/test_extension_run.py a run that shows them."""
 
 import numpy as np
 import pytest
 
+from attacks.label_leakage import LABEL_ATTACKS, LabelGuess, register_label_attack
+from fedaudit.aggregators import AGGREGATORS, Aggregator, register_aggregator
 from fedaudit.audit import STAGES, TARGETS, Stage, Target, TargetKind, attack
 from fedaudit.audit import register_stage, register_target
 from fedaudit.defenses import DEFENSES, register_defense
@@ -90,6 +93,25 @@ MASKED = Aggregation("ext-masked", "the server receives only the sum of the upda
                      frozenset({AGGREGATE}))
 
 
+class ExtMean(Aggregator):
+    """Flower's FedAvg under a name of its own."""
+
+    name = "ext-mean"
+    flower = "FedAvg"
+    describe = "the weighted mean, registered from outside"
+    weighted_mean = True
+
+
+def all_first_class(case, *, share: float = 1.0):
+    """Guesses that every sample of the update is of class 0 (``share`` of them, rounded
+    down, the rest of class 1)."""
+    n = case.training.num_examples
+    counts = np.zeros(case.num_classes, dtype=np.int64)
+    counts[0] = int(share * n)
+    counts[1] = n - counts[0]
+    return LabelGuess(counts, {"share": share})
+
+
 def round_loss_section(run):
     """The stage's report section: its AUC, from results.json."""
     entry = run.results.get("ext_round_loss")
@@ -108,10 +130,16 @@ def extensions():
     register_section("ext-round-loss", "LOSS on one round", html=round_loss_section)
     register_probe(UpdateMax)
     register_aggregation(MASKED)
+    register_aggregator(ExtMean)
+    register_label_attack("ext-all-first", label="all class 0", options={
+        "share": option(float, 1.0, "fraction guessed as class 0", min=0.0, max=1.0)})(
+        all_first_class)
     yield
     TARGETS.unregister(FirstRound.name)
     STAGES.unregister(RoundLoss.name)
     DEFENSES.unregister(ExtClip.kind)
     PROBES.unregister(UpdateMax.name)
     AGGREGATIONS.unregister(MASKED.name)
+    AGGREGATORS.unregister(ExtMean.name)
+    LABEL_ATTACKS.unregister("ext-all-first")
     unregister_section("ext-round-loss")

@@ -34,7 +34,9 @@ SECAGG = "federation.aggregation=secagg+"
      "modulus_range = 3000000: must be a power of 2 above quantization_range"),
     (["federation.secagg.modulus_range=8589934592"], "at most 2\\^32"),
     (["federation.strategy=FedMedian"],
-     "federation.strategy = 'FedMedian' needs each client's model; allowed: FedAvg$"),
+     "federation.strategy = 'FedMedian' needs each client's update, but "
+     "federation.aggregation = 'secagg\\+' shows the server only the round's aggregate; "
+     "aggregations that show it: plain$"),
     (["federation.num_clients=2"], "needs at least 3 clients per round"),
     (["defense.kind=dp-server"],
      "defense.kind = 'dp-server' clips each update on the server, .*allowed with secagg\\+: "
