@@ -101,7 +101,7 @@ def _data_key(scenario: Scenario) -> str:
 def check_data(scenario: Scenario) -> None:
     """What ``fedaudit run`` checks before training: data availability and model shape."""
     from fedaudit.data import build_federated_data
-    from fedaudit.training.served import served_model
+    from fedaudit.servers import served_model
 
     served_model(scenario, build_federated_data(scenario), seed=scenario.seed)
 

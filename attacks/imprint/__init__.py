@@ -10,8 +10,10 @@ aggregation's included -- holds exact copies of the samples it separates.
 
 from __future__ import annotations
 
-from attacks.imprint.block import ImprintBlock, gaussian_thresholds, imprint_block_for, imprinted
+from attacks.imprint.block import (BLOCK_BIAS, BLOCK_WEIGHT, ImprintBlock, block_update,
+                                   gaussian_thresholds, imprint_block_for, imprinted)
 from attacks.imprint.recover import expected_recovery_rate, recover_images, strongest_candidates
 
-__all__ = ["ImprintBlock", "expected_recovery_rate", "gaussian_thresholds", "imprint_block_for",
-           "imprinted", "recover_images", "strongest_candidates"]
+__all__ = ["BLOCK_BIAS", "BLOCK_WEIGHT", "ImprintBlock", "block_update",
+           "expected_recovery_rate", "gaussian_thresholds", "imprint_block_for", "imprinted",
+           "recover_images", "strongest_candidates"]

@@ -37,12 +37,17 @@ included -- and for one local SGD step (the update is -lr times the gradient).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ImprintBlock", "gaussian_thresholds", "imprint_block_for", "imprinted"]
+__all__ = ["BLOCK_BIAS", "BLOCK_WEIGHT", "ImprintBlock", "block_update", "gaussian_thresholds",
+           "imprint_block_for", "imprinted"]
+
+#: the state-dict keys of the block's first layer in the model :func:`imprinted` builds
+BLOCK_WEIGHT, BLOCK_BIAS = "0.linear0.weight", "0.linear0.bias"
 
 
 def gaussian_thresholds(mu: float, sigma: float, bins: int) -> np.ndarray:
@@ -105,3 +110,16 @@ def imprinted(task_model: nn.Module, block: ImprintBlock) -> nn.Sequential:
     """The model the malicious server sends: the block, then the task model (state-dict
     keys ``0.linear0.weight``, ``0.linear0.bias``, ``0.linear1.weight``, ``1.<task>``)."""
     return nn.Sequential(block, task_model)
+
+
+def block_update(sent: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The block's first-layer update between the model the server sent and the one after
+    the round (an :func:`imprinted` model's state dicts), in float64: ``(dW (k, d), db
+    (k,))``, the input of :func:`attacks.imprint.recover.recover_images`."""
+    missing = [k for k in (BLOCK_WEIGHT, BLOCK_BIAS) if k not in sent or k not in after]
+    if missing:
+        raise KeyError(f"{missing[0]!r}: not a model with an imprint block in front "
+                       "(attacks.imprint.imprinted)")
+    return tuple(after[k].double().numpy() - sent[k].double().numpy()  # type: ignore[return-value]
+                 for k in (BLOCK_WEIGHT, BLOCK_BIAS))

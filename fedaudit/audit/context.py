@@ -29,7 +29,7 @@ from fedaudit.audit.sets import ClientAuditSet, PooledAuditSet, attack_options, 
 from fedaudit.audit.update_attacks import UpdateJobRunner
 from fedaudit.console.progress import NoProgress, Progress
 from fedaudit.data import FederatedData
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.rundir import load_checkpoint
 from fedaudit.scenario import Scenario
 

@@ -11,7 +11,7 @@ from fedaudit.aggregators import AGGREGATORS, aggregator_of
 from fedaudit.config import ScenarioError, from_toml, load_scenario
 from fedaudit.data import build_federated_data
 from fedaudit.probes.aggregation import aggregation_of
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.rundir.layout import SCENARIO_NAME, rounds_path
 from fedaudit.scenario import Scenario
 

@@ -7,7 +7,7 @@ dataclasses (:func:`fedaudit.scenario.declare.layout`).  :func:`schema` adds wha
 registries declare, where the dataclasses leave room for it: in ``[data]``, ``[model]``
 and ``[defense]`` the options of the registered datasets, models and defenses (their
 union), each attack's ``[attack.<name>]`` and each aggregator's ``[federation.<name>]``
-options, and the tables that registered audit stages declare.  The choices of datasets,
+options, and the tables that registered audit stages and servers declare.  The choices of datasets,
 models, quantizers, attacks, attack targets, defenses and aggregators come from their
 registries (:func:`registries`, by name).
 """
@@ -42,6 +42,7 @@ class Registries:
     probes: Registry
     aggregations: Registry
     aggregators: Registry
+    servers: Registry
 
     def of_kind(self, kind: str) -> Registry:
         """The registry whose entries are ``kind`` (its :attr:`Registry.kind`)."""
@@ -70,6 +71,7 @@ def registries() -> Registries:
     import fedaudit.probes
     import fedaudit.probes.aggregation
     import fedaudit.quant
+    import fedaudit.servers
     import fedaudit.training.augment  # noqa: F401  (train.augment's choices)
 
     return Registries(datasets=fedaudit.data.DATASETS, models=fedaudit.models.MODELS,
@@ -78,7 +80,8 @@ def registries() -> Registries:
                       targets=fedaudit.audit.targets.TARGETS, stages=fedaudit.audit.stages.STAGES,
                       probes=fedaudit.probes.PROBES,
                       aggregations=fedaudit.probes.aggregation.AGGREGATIONS,
-                      aggregators=fedaudit.aggregators.AGGREGATORS)
+                      aggregators=fedaudit.aggregators.AGGREGATORS,
+                      servers=fedaudit.servers.SERVERS)
 
 
 def declared_options(registry: Registry, name: str) -> Mapping[str, Field]:
@@ -121,8 +124,9 @@ def schema() -> dict[str, dict[str, Field]]:
     """Every table and key a scenario may have: :data:`BASE_SCHEMA` completed from the
     registries (read each time, so a plug-in registered in a notebook is known at once):
     the options of the registered datasets, models and defenses in ``[data]``,
-    ``[model]``, ``[defense]``, each attack's options as ``[attack.<name>]``, and the
-    tables that the registered audit stages declare."""
+    ``[model]``, ``[defense]``, each attack's options as ``[attack.<name>]``, each
+    aggregator's as ``[federation.<name>]``, and the tables that the registered audit
+    stages and servers declare."""
     regs = registries()
     out: dict[str, dict[str, Field]] = {}
     for part in layout(Scenario):
@@ -138,12 +142,13 @@ def schema() -> dict[str, dict[str, Field]]:
             for name in registry.names():
                 if opts := declared_options(registry, name):
                     out[f"{part.prefix}.{name}"] = dict(opts)
-        else:  # the tables that the audit stages declare, in run order
-            for stage in regs.ordered_stages():
-                for table, opts in stage.options.items():
+        else:  # the tables that the audit stages (in run order) and the servers declare
+            owners = [*((f"audit stage {s.name!r}", s) for s in regs.ordered_stages()),
+                      *((f"server {s.kind!r}", s) for s in regs.servers.values())]
+            for owner, entry in owners:
+                for table, opts in entry.options.items():
                     if table in out:
-                        raise ScenarioError(f"audit stage {stage.name!r}: table [{table}] is "
-                                            "already declared")
+                        raise ScenarioError(f"{owner}: table [{table}] is already declared")
                     out[table] = dict(opts)
     return out
 

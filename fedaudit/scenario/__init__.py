@@ -65,7 +65,8 @@ class Scenario:
     faults: FaultsConfig
     defense: DefenseConfig
     canaries: CanariesConfig
-    #: the tables registered audit stages declare: dotted table -> its values
+    #: the tables registered audit stages and servers declare (``[imprint]`` is the
+    #: malicious server's): dotted table -> its values
     stages: Mapping[str, Mapping[str, Any]] = declared_tables("audit stage")
 
     @property

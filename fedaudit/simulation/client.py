@@ -29,7 +29,7 @@ from flwr.clientapp import ClientApp
 from fedaudit.config import from_toml
 from strategies import wire
 from fedaudit.data import FederatedData, build_federated_data
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.scenario import FaultsConfig, Scenario
 from fedaudit.dp_audit.gradient import canaries_for_model
 from fedaudit.dp_audit.levels import planted_level

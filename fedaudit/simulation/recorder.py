@@ -14,7 +14,7 @@ from flwr.app import ArrayRecord
 
 from fedaudit.data import FederatedData
 from fedaudit.training.health import chance_level_warning
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.audit.context import Trajectory
 from fedaudit.rundir import append_jsonl, atomic_torch_save, atomic_write_text
 from fedaudit.probes.client_gnq import read_client_gnq

@@ -42,7 +42,7 @@ from flwr.serverapp import Grid
 from fedaudit.audit.reference_models import ReferenceJob
 from fedaudit.config import to_toml
 from fedaudit.data import FederatedData
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.scenario import Scenario
 from fedaudit.simulation.strategy_factory import make_strategy
 from strategies import wire

@@ -7,7 +7,7 @@ import torch
 from fedaudit.config import ScenarioError, load_scenario
 from fedaudit.data import build_federated_data
 from fedaudit.models.registry import model_for
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 
 DIGITS = ["data.dataset=digits", "data.client_samples=4", "train.batch_size=4",
           "federation.num_clients=4", "federation.secagg.num_shares=3",

@@ -51,7 +51,7 @@ from fedaudit.data import FederatedData
 from fedaudit.dp_audit.canaries import client_inclusion, direction_scores
 from fedaudit.dp_audit.gradient import canaries_for_model, global_scores, update_scores
 from fedaudit.dp_audit.levels import LEVELS
-from fedaudit.training.served import served_model
+from fedaudit.servers import served_model
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import DP_CANARIES_NAME, dp_gradient_round_path
 from fedaudit.scenario import Scenario

@@ -1,8 +1,8 @@
-"""The malicious server (issue 40): it sent the clients the model behind an imprint block
-(Fowl et al. 2022, :mod:`attacks.imprint`; :func:`fedaudit.training.served.served_model`
-builds it) and reads the round's samples back from the block's part of the aggregate update
--- global model after the round minus the one it sent -- which is all it needs, so secure
-aggregation does not stop it.  results.json ``malicious_server``, ``imprint.npz``.
+"""What the malicious server reads back (issue 40): the scenario's server is the imprint
+server (:mod:`fedaudit.servers.imprint`, switched on by ``[imprint] enabled``), which sent the
+clients the model behind an imprint block and reads the round's samples from the block's
+part of the aggregate update; this stage scores what it read.  results.json
+``malicious_server``, ``imprint.npz``.
 
 Ground truth: the samples of the round's aggregated clients (rounds.jsonl ``clients``), each
 training on its whole partition.  A candidate is matched to them by an optimal assignment
@@ -21,35 +21,12 @@ import numpy as np
 
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
-from fedaudit.options import option
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import IMPRINT_NAME
+from fedaudit.servers import served_model, server_of
+from fedaudit.servers.imprint import ImprintServer
 
-__all__ = ["Imprint", "THREAT_MODEL"]
-
-#: what the malicious server knew and did (results.json ``malicious_server.threat_model``)
-THREAT_MODEL = {
-    "position": "malicious server",
-    "does": ["sends the clients the task model behind an imprint block of its own (Fowl et "
-             "al. 2022, 'Robbing the Fed')", "sets the block's thresholds from data it "
-             "holds (the test split's mean pixel)"],
-    "knows": ["the global model it sent", "the aggregate the round released (under "
-              "secure aggregation: nothing else)"],
-    "does_not_know": ["any client's update", "the clients' samples or labels"],
-}
-
-TABLE = {
-    "enabled": option(bool, False, "the server sends the model behind an imprint block and "
-                      "rebuilds the round's samples from the aggregate update"),
-    "bins": option(int, 256, "the block's bins k (expected share recovered: (k/(k+1))^N "
-                   "for N samples in the round)", min=1),
-    "gain": option(float, 1e6, "the block's signal: its update grows with it while its own "
-                   "weights shrink (it must stand out of float32 rounding and SecAgg+'s "
-                   "quantisation)", min=0.0, min_exclusive=True),
-    "round": option(int, 1, "the round attacked", min=1),
-    "near_exact_db": option(float, 40.0, "PSNR (dB) from which a candidate counts as "
-                            "recovered near-exactly", min=0.0),
-}
+__all__ = ["Imprint"]
 
 
 @register_stage
@@ -58,10 +35,9 @@ class Imprint(Stage):
     order = 470
     writes = ("malicious_server",)
     timing = "attack_seconds"
-    options = {"imprint": TABLE}
 
     def enabled(self, scenario):
-        return bool(scenario.stages["imprint"]["enabled"])
+        return isinstance(server_of(scenario), ImprintServer)
 
     def check(self, scenario):
         t = scenario.stages["imprint"]
@@ -81,25 +57,20 @@ class Imprint(Stage):
         return None
 
     def run(self, ctx: AuditContext) -> None:
-        from attacks.imprint import expected_recovery_rate, recover_images, strongest_candidates
+        from attacks.imprint import expected_recovery_rate, strongest_candidates
         from fedaudit.audit.stages.reconstruction import ssim_window
         from fedaudit.audit.update_attacks import local_training
         from fedaudit.image_metrics import reconstruction_metrics
-        from fedaudit.training.served import served_model
 
+        server = server_of(ctx.scenario)
         t = ctx.scenario.stages["imprint"]
         t0 = time.perf_counter()
         r = t["round"]
-        start = (served_model(ctx.scenario, ctx.data, seed=ctx.scenario.seed).state_dict()
-                 if r == 1 else ctx.trajectory.state(r - 1))
-        after = ctx.trajectory.state(r)
+        sent = (served_model(ctx.scenario, ctx.data, seed=ctx.scenario.seed).state_dict()
+                if r == 1 else ctx.trajectory.state(r - 1))
         shape = tuple(ctx.data.x.shape[1:])
-        delta = {k: after[k].double().numpy() - start[k].double().numpy()
-                 for k in ("0.linear0.weight", "0.linear0.bias")}
-        # the weights are float32: bins no sample reached carry their rounding (about 1e-7
-        # of them); 1e-3 of the largest bias difference keeps the reached ones
-        images, bins = recover_images(delta["0.linear0.weight"], delta["0.linear0.bias"],
-                                      shape, rtol=1e-3)
+        readout = server.read_back(sent, ctx.trajectory.state(r), shape)
+        images, bins = readout.images, readout.bins
         line = next(x for x in ctx.results["rounds"] if x["round"] == r)
         clients = list(line["clients"])
         ids = (np.concatenate([ctx.data.clients[c] for c in clients]) if clients
@@ -109,13 +80,13 @@ class Imprint(Stage):
         if len(images) > n:  # more reached bins than samples: keep the strongest n
             notes.append(f"{len(images)} bins changed for {n} samples; kept the {n} with "
                          "the largest bias differences")
-            images, bins = strongest_candidates(images, bins, delta["0.linear0.bias"], n)
+            images, bins = strongest_candidates(images, bins, readout.bias_update, n)
         largest = max((len(ctx.data.clients[c]) for c in clients), default=1)
         if local_training(ctx.scenario, largest).steps > 1:
             notes.append("the clients took several local steps: the block's rows differ "
                          "after the first, and the expected share assumes one")
         out: dict[str, Any] = {
-            "attack": "imprint", "threat_model": THREAT_MODEL,
+            "attack": "imprint", "threat_model": dict(server.threat_model),
             "aggregation": ctx.scenario.federation.aggregation, "round": r,
             "bins": t["bins"], "gain": t["gain"], "samples": n, "candidates": len(images),
             "expected_share": expected_recovery_rate(n, t["bins"]) if n else None,

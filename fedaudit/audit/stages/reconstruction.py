@@ -39,20 +39,14 @@ from fedaudit.registry import registered
 from fedaudit.rundir import atomic_save_npz
 from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
 from fedaudit.scenario import Scenario
+from fedaudit.servers.honest import HonestButCurious
 
 log = logging.getLogger("fedaudit")
 
 __all__ = ["Reconstruction", "THREAT_MODEL", "job_device", "ssim_window", "update_jobs"]
 
 #: what the server knew and used (results.json ``reconstruction.threat_model``)
-THREAT_MODEL = {
-    "position": "honest-but-curious server",
-    "knows": ["each selected client's update as received", "the global model it started "
-              "from", "the architecture and the loss", "[train]: lr, momentum, weight decay, "
-              "local epochs, batch size", "the client's reported num_examples"],
-    "does_not_know": ["the client's samples", "their labels (unless labels = 'given')",
-                      "the order of its batches"],
-}
+THREAT_MODEL = HonestButCurious.threat_model
 
 
 def _check_rounds(value: Any) -> str | None:
