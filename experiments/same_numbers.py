@@ -1,8 +1,10 @@
 """Do two runs hold the same numbers?  For refactors: results.json without what a rerun
 changes anyway (``timing``, ``run_dir``, ``cache_dir``, ``train_seconds``,
-``seconds_per_sample`` and the scenario's data paths) compared key by key and value by
-value with ``==`` (floats included, no tolerance; parsed JSON, so key order is not
-compared), and every scores.npz array with ``np.array_equal`` (same order and dtype).
+``seconds_per_sample``, a stage's wall-clock ``seconds`` and the scenario's data paths)
+compared key by key and value by value with ``==`` (floats included, no tolerance; parsed
+JSON, so key order is not compared), and every array of every ``.npz`` file of the run
+directory (scores.npz, reconstructions.npz, imprint.npz, gnq_samples.npz ...) with
+``np.array_equal`` (same order and dtype).
 
     python experiments/same_numbers.py RUN_DIR_A RUN_DIR_B [--added PATH ...]
 
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-SKIP = {"timing", "run_dir", "cache_dir", "train_seconds", "seconds_per_sample"}
+SKIP = {"timing", "run_dir", "cache_dir", "train_seconds", "seconds_per_sample", "seconds"}
 
 
 def _comparable(obj: Any, top: bool = True) -> Any:
@@ -59,17 +61,21 @@ def main(run_a: Path, run_b: Path, added: tuple[str, ...] = ()) -> int:
         if f"{path}: only in B" in out:
             out.remove(f"{path}: only in B")
             print(f"{path}: only in B (added, accepted)")
-    rows = "no scores.npz"
-    if (run_a / "scores.npz").exists() or (run_b / "scores.npz").exists():
-        with np.load(run_a / "scores.npz") as sa, np.load(run_b / "scores.npz") as sb:
-            out += [f"scores.npz {k}: differs" for k in sorted(set(sa.files) | set(sb.files))
+    read = []
+    for name in sorted({p.name for r in (run_a, run_b) for p in r.glob("*.npz")}):
+        if not ((run_a / name).exists() and (run_b / name).exists()):
+            out.append(f"{name}: only in {'A' if (run_a / name).exists() else 'B'}")
+            continue
+        with np.load(run_a / name) as sa, np.load(run_b / name) as sb:
+            out += [f"{name} {k}: differs" for k in sorted(set(sa.files) | set(sb.files))
                     if k not in sa.files or k not in sb.files
                     or not np.array_equal(sa[k], sb[k]) or sa[k].dtype != sb[k].dtype]
-            rows = f"scores.npz {len(sa['score'])} rows"
+            rows = len(sa[sa.files[0]]) if sa.files else 0
+        read.append(f"{name} {rows} rows")
     for line in out:
         print(line)
     print(f"{'same numbers' if not out else f'{len(out)} differences'} "
-          f"(results.json; {rows})")
+          f"(results.json; {', '.join(read) or 'no .npz files'})")
     return 1 if out else 0
 
 
