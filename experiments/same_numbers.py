@@ -4,7 +4,7 @@ changes anyway (``timing``, ``run_dir``, ``cache_dir``, ``train_seconds``,
 compared key by key and value by value with ``==`` (floats included, no tolerance; parsed
 JSON, so key order is not compared), and every array of every ``.npz`` file of the run
 directory (scores.npz, reconstructions.npz, imprint.npz, gnq_samples.npz ...) with
-``np.array_equal`` (same order and dtype).
+``np.array_equal`` (same order and dtype; a NaN equals a NaN in the same place).
 
     python experiments/same_numbers.py RUN_DIR_A RUN_DIR_B [--added PATH ...]
 
@@ -54,6 +54,12 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal element by element, a NaN equal to a NaN in the same place (a metric that is
+    undefined for a sample, e.g. reconstructions.npz ``leakage``)."""
+    return np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+
+
 def main(run_a: Path, run_b: Path, added: tuple[str, ...] = ()) -> int:
     out = differences(*(_comparable(json.loads((r / "results.json").read_text("utf-8")))
                         for r in (run_a, run_b)))
@@ -69,7 +75,7 @@ def main(run_a: Path, run_b: Path, added: tuple[str, ...] = ()) -> int:
         with np.load(run_a / name) as sa, np.load(run_b / name) as sb:
             out += [f"{name} {k}: differs" for k in sorted(set(sa.files) | set(sb.files))
                     if k not in sa.files or k not in sb.files
-                    or not np.array_equal(sa[k], sb[k]) or sa[k].dtype != sb[k].dtype]
+                    or sa[k].dtype != sb[k].dtype or not _same_array(sa[k], sb[k])]
             rows = len(sa[sa.files[0]]) if sa.files else 0
         read.append(f"{name} {rows} rows")
     for line in out:

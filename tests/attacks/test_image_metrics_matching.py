@@ -161,8 +161,9 @@ def test_reconstruction_metrics_holds_each_metric_of_the_matched_pairs():
     with pytest.raises(ValueError):
         m.psnr[0] = 0.0  # read-only
     pooled = m.pooled()
-    assert pooled.n == 3 and pooled.n_leakage == 3
+    assert pooled.n == 3 and pooled.n_leakage == 3 and pooled.exact == 0
     assert pooled.psnr == float(np.mean(m.psnr)) and pooled.ssim == float(np.mean(m.ssim))
+    assert pooled.psnr_median == float(np.median(m.psnr))
     assert pooled.identifiability == 1.0 and pooled.label_accuracy == 2 / 3
     assert pooled.leakage == float(np.mean(m.leakage))
     assert pooled.prior_ssim == float(np.mean(m.prior_ssim))
@@ -187,8 +188,12 @@ def test_pooled_with_an_exact_copy_and_an_undefined_leakage():
         prior_ssim=np.array([0.5, -0.1]), leakage=np.array([1.0, np.nan]),
         identifiable=np.array([True, False]), label_correct=np.array([True, True]))
     p = m.pooled()
-    assert p.psnr == np.inf and p.leakage == 1.0 and p.n_leakage == 1
+    # the exact copy counted apart, the mean PSNR over the other; in the median it is
+    # EXACT_PSNR_CAP = 300 dB: median(300, 20) = 160
+    assert p.psnr == 20.0 and p.exact == 1 and p.psnr_median == 160.0
+    assert p.leakage == 1.0 and p.n_leakage == 1
     assert p.identifiability == 0.5 and p.label_accuracy == 1.0
+    assert p.ssim_gain == ((1.0 - 0.5) + (0.5 + 0.1)) / 2
     with pytest.raises(ValueError, match="1-D arrays of one length"):
         ReconstructionMetrics(matched=np.array([0]), psnr=np.array([1.0, 2.0]),
                               ssim=np.array([1.0]), prior_ssim=np.array([1.0]),
@@ -210,3 +215,29 @@ def test_reconstruction_metrics_cost_and_distance_are_separate(cost, distance):
     assert m.identifiable.tolist() == [cost == distance]
     assert np.array_equal(m.identifiable,
                           identifiability(rec, true, m.matched, 1.0, distance=distance))
+
+
+def test_pool_metrics_concatenates_cases_and_reports_what_is_undefined():
+    """The pooling the reconstruction and imprint stages report, on explicit arrays: two
+    cases pooled as one list of five reconstructions, not as a mean of the two means."""
+    from fedaudit.image_metrics import pool_metrics
+
+    def case(psnr_, ssim_, prior, leak, ident, label):
+        return ReconstructionMetrics(matched=np.arange(len(psnr_)), psnr=np.array(psnr_),
+                                     ssim=np.array(ssim_), prior_ssim=np.array(prior),
+                                     leakage=np.array(leak), identifiable=np.array(ident),
+                                     label_correct=np.array(label))
+
+    a = case([10.0, np.inf], [0.2, 1.0], [0.1, 0.5], [1.0, 1.0], [False, True], [True, True])
+    b = case([20.0, 30.0, 40.0], [0.4, 0.6, 0.8], [0.0, 0.2, 0.2], [np.nan, 2.0, 3.0],
+             [True, True, False], [False, True, True])
+    p = pool_metrics([a, b])
+    assert (p.n, p.exact, p.n_leakage) == (5, 1, 4)
+    assert p.psnr == 25.0  # (10 + 20 + 30 + 40) / 4; not the mean of the cases' means
+    assert p.psnr_median == 30.0  # of 10, 300, 20, 30, 40
+    assert p.ssim == np.mean([0.2, 1.0, 0.4, 0.6, 0.8]) and p.identifiability == 3 / 5
+    assert p.label_accuracy == 4 / 5 and p.leakage == np.mean([1.0, 1.0, 2.0, 3.0])
+    assert p.as_dict()["samples"] == 5 and p.as_dict()["leakage_samples"] == 4
+    only_exact = pool_metrics([case([np.inf], [1.0], [0.5], [np.nan], [True], [True])])
+    assert only_exact.psnr is None and only_exact.leakage is None
+    assert pool_metrics([]).as_dict() == {"samples": 0}

@@ -97,11 +97,10 @@ class Imprint(Stage):
                 np.clip(images, 0.0, 1.0).astype(np.float32), np.zeros(len(images), np.int64),
                 ctx.data.x[ids], np.zeros(n, np.int64), ctx.data.x[ctx.data.train].mean(0),
                 data_range=1.0, win_size=ssim_window(shape))
-            near = met.psnr >= t["near_exact_db"]
+            near, pooled = met.psnr >= t["near_exact_db"], met.pooled()
             out.update({"near_exact": int(near.sum()), "share": float(near.sum() / n),
-                        "psnr_median": float(np.median(np.minimum(met.psnr, 300.0))),
-                        "ssim": float(np.mean(met.ssim)),
-                        "identifiability": float(np.mean(met.identifiable))})
+                        "psnr_median": pooled.psnr_median, "ssim": pooled.ssim,
+                        "identifiability": pooled.identifiability})
             atomic_save_npz(ctx.run_dir / IMPRINT_NAME,
                             image=np.clip(images, 0, 1).astype(np.float32), bin=bins,
                             true_id=ids[met.matched], psnr=met.psnr, ssim=met.ssim)

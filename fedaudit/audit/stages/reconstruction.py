@@ -290,7 +290,7 @@ def _label_results(ctx: AuditContext, t: dict, results: list[CaseResult]) -> dic
 def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult],
                             prior: np.ndarray, budget: Any, seconds: float,
                             notes: list[str]) -> dict[str, Any]:
-    from fedaudit.image_metrics import reconstruction_metrics
+    from fedaudit.image_metrics import pool_metrics, reconstruction_metrics
 
     rows: dict[str, list] = {k: [] for k in ("image", "true_image", "client", "round",
                                              "method", "true_id",
@@ -304,7 +304,7 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
         for m, rec in res.reconstructions.items():
             met = reconstruction_metrics(rec.images, rec.labels, x, y, prior, data_range=1.0,
                                          win_size=ssim_window(x.shape))
-            entry[m] = {**_pooled([met]), "matching_loss": float(rec.loss),
+            entry[m] = {**met.pooled().as_dict(), "matching_loss": float(rec.loss),
                         "seconds": res.seconds[m]}
             pooled[m].append(met)
             n = len(rec.images)
@@ -332,29 +332,5 @@ def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult
             "prior": "the train split's mean image",
             "ssim_window": ssim_window(ctx.data.x.shape),
             "cases": per_case,
-            "pooled": {m: _pooled(v) for m, v in pooled.items()},
+            "pooled": {m: pool_metrics(v).as_dict() for m, v in pooled.items()},
             "seconds": seconds, "notes": notes}
-
-
-def _pooled(metrics: list) -> dict[str, Any]:
-    """Means over every reconstructed sample of every case: PSNR over the inexact ones,
-    with the exact ones (infinite PSNR) counted apart; the leakage ratio over the samples
-    where it is defined (:func:`fedaudit.image_metrics.prior_leakage`)."""
-    if not metrics:
-        return {"samples": 0}
-
-    def cat(key: str) -> np.ndarray:
-        return np.concatenate([np.asarray(getattr(m, key), dtype=np.float64) for m in metrics])
-
-    psnr, ssim, prior = cat("psnr"), cat("ssim"), cat("prior_ssim")
-    leak = cat("leakage")
-    finite, defined = np.isfinite(psnr), ~np.isnan(leak)
-    return {"samples": int(len(psnr)),
-            "psnr": float(psnr[finite].mean()) if finite.any() else None,
-            "exact": int((~finite).sum()),
-            "ssim": float(ssim.mean()), "prior_ssim": float(prior.mean()),
-            "ssim_gain": float((ssim - prior).mean()),
-            "identifiability": float(cat("identifiable").mean()),
-            "label_accuracy": float(cat("label_correct").mean()),
-            "leakage": float(leak[defined].mean()) if defined.any() else None,
-            "leakage_samples": int(defined.sum())}

@@ -39,8 +39,12 @@ from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
 from skimage.metrics import structural_similarity
 
-__all__ = ["PooledReconstructionMetrics", "ReconstructionMetrics", "identifiability", "match",
-           "prior_leakage", "psnr", "reconstruction_metrics", "ssim"]
+from fedaudit.image_metrics.pooled import (EXACT_PSNR_CAP, PooledReconstructionMetrics,
+                                           pool_metrics)
+
+__all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "ReconstructionMetrics",
+           "identifiability", "match", "pool_metrics", "prior_leakage", "psnr",
+           "reconstruction_metrics", "ssim"]
 
 DEFAULT_WIN_SIZE = 11  # Wang et al. 2004, section III.C: 11x11 Gaussian, sigma 1.5
 
@@ -306,24 +310,6 @@ def prior_leakage(reconstructed: ArrayLike, true_matched: ArrayLike, prior: Arra
     return _leakage(rec, pri)
 
 
-@dataclass(frozen=True)
-class PooledReconstructionMetrics:
-    """Means of :class:`ReconstructionMetrics` over its ``n`` reconstructions.
-
-    ``psnr`` is ``+inf`` if any reconstruction is exact; ``leakage`` is the mean over the
-    ``n_leakage`` samples where it is defined (NaN if none); ``ssim - prior_ssim`` is the
-    mean absolute SSIM gain over the prior."""
-
-    n: int
-    psnr: float
-    ssim: float
-    prior_ssim: float
-    identifiability: float
-    label_accuracy: float
-    leakage: float
-    n_leakage: int
-
-
 @dataclass(frozen=True, eq=False)  # arrays: no element-wise == between records
 class ReconstructionMetrics:
     """Per reconstruction i, against its matched true sample ``matched[i]`` (arrays of
@@ -348,14 +334,8 @@ class ReconstructionMetrics:
             object.__setattr__(self, f.name, a)
 
     def pooled(self) -> PooledReconstructionMetrics:
-        defined = ~np.isnan(self.leakage)
-        return PooledReconstructionMetrics(
-            n=int(self.matched.size), psnr=float(self.psnr.mean()), ssim=float(self.ssim.mean()),
-            prior_ssim=float(self.prior_ssim.mean()),
-            identifiability=float(self.identifiable.mean()),
-            label_accuracy=float(self.label_correct.mean()),
-            leakage=float(self.leakage[defined].mean()) if defined.any() else float("nan"),
-            n_leakage=int(defined.sum()))
+        """These reconstructions pooled (:func:`pool_metrics`)."""
+        return pool_metrics([self])
 
 
 def _labels(labels: ArrayLike, name: str, n: int) -> np.ndarray:

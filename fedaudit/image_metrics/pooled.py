@@ -1,0 +1,80 @@
+"""Reconstruction metrics pooled over many reconstructions: the one pooling the
+reconstruction stage (each case and each method over all cases) and the malicious server's
+read-back report (docs/algorithms.md section 14)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "pool_metrics"]
+
+
+#: the PSNR (dB) an exact reconstruction (infinite PSNR) counts as in a median: far above
+#: any inexact float32 image (a one-ulp error on a 32 x 32 image is about 150 dB)
+EXACT_PSNR_CAP = 300.0
+
+
+@dataclass(frozen=True)
+class PooledReconstructionMetrics:
+    """:class:`fedaudit.image_metrics.ReconstructionMetrics` pooled over ``n`` reconstructions (of one case or of
+    many: :func:`pool_metrics`), the one pooling the reconstruction and imprint stages
+    report.
+
+    ``psnr`` is the mean over the inexact reconstructions (finite PSNR; None if there are
+    none), ``exact`` counts the exact ones apart (an infinite PSNR would swamp the mean);
+    ``psnr_median`` is the median with the exact ones at :data:`EXACT_PSNR_CAP`;
+    ``ssim_gain`` is the mean of ``ssim - prior_ssim`` (the SSIM gained over the prior);
+    ``leakage`` is the mean over the ``n_leakage`` reconstructions where it is defined
+    (None if none).  Every mean is over the concatenated float64 values."""
+
+    n: int
+    psnr: float | None
+    exact: int
+    psnr_median: float | None
+    ssim: float | None
+    prior_ssim: float | None
+    ssim_gain: float | None
+    identifiability: float | None
+    label_accuracy: float | None
+    leakage: float | None
+    n_leakage: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The results.json form (``reconstruction.pooled`` and each case's entry):
+        ``{"samples": 0}`` when nothing was reconstructed."""
+        if not self.n:
+            return {"samples": 0}
+        return {"samples": self.n, "psnr": self.psnr, "exact": self.exact, "ssim": self.ssim,
+                "prior_ssim": self.prior_ssim, "ssim_gain": self.ssim_gain,
+                "identifiability": self.identifiability,
+                "label_accuracy": self.label_accuracy, "leakage": self.leakage,
+                "leakage_samples": self.n_leakage}
+
+
+def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
+    """Every reconstruction of ``metrics`` (:class:`fedaudit.image_metrics.ReconstructionMetrics`
+    records) pooled (:class:`PooledReconstructionMetrics`)."""
+    if not metrics:
+        return PooledReconstructionMetrics(0, None, 0, None, None, None, None, None, None,
+                                           None, 0)
+
+    def cat(key: str) -> np.ndarray:
+        return np.concatenate([np.asarray(getattr(m, key), dtype=np.float64) for m in metrics])
+
+    psnr_, ssim_, prior = cat("psnr"), cat("ssim"), cat("prior_ssim")
+    leak = cat("leakage")
+    finite, defined = np.isfinite(psnr_), ~np.isnan(leak)
+    return PooledReconstructionMetrics(
+        n=int(len(psnr_)), psnr=float(psnr_[finite].mean()) if finite.any() else None,
+        exact=int((~finite).sum()),
+        psnr_median=float(np.median(np.minimum(psnr_, EXACT_PSNR_CAP))),
+        ssim=float(ssim_.mean()), prior_ssim=float(prior.mean()),
+        ssim_gain=float((ssim_ - prior).mean()),
+        identifiability=float(cat("identifiable").mean()),
+        label_accuracy=float(cat("label_correct").mean()),
+        leakage=float(leak[defined].mean()) if defined.any() else None,
+        n_leakage=int(defined.sum()))
