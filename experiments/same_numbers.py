@@ -11,7 +11,8 @@ directory (scores.npz, reconstructions.npz, imprint.npz, gnq_samples.npz ...) wi
 Prints each difference and a one-line verdict; exit code 1 when they differ.  ``--added
 PATH`` accepts a results.json key that only run B has (a key added since run A was made:
 results.json keys are only ever added), e.g. ``--added /scenario/federation/aggregation``;
-it is listed, not counted as a difference.
+it is listed, not counted as a difference; ``--added-key NAME`` accepts a key of that name
+wherever only run B has it (the membership entries' ``auc_ci`` ...), and counts them.
 """
 
 from __future__ import annotations
@@ -60,13 +61,21 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     return np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
-def main(run_a: Path, run_b: Path, added: tuple[str, ...] = ()) -> int:
+def main(run_a: Path, run_b: Path, added: tuple[str, ...] = (),
+         added_keys: tuple[str, ...] = ()) -> int:
     out = differences(*(_comparable(json.loads((r / "results.json").read_text("utf-8")))
                         for r in (run_a, run_b)))
     for path in added:
         if f"{path}: only in B" in out:
             out.remove(f"{path}: only in B")
             print(f"{path}: only in B (added, accepted)")
+    if added_keys:  # a key added wherever it appears: counted, not listed one by one
+        hits = [d for d in out if d.endswith(": only in B")
+                and d[:-len(": only in B")].rsplit("/", 1)[-1] in added_keys]
+        out = [d for d in out if d not in hits]
+        if hits:
+            print(f"{len(hits)} places only in B under the added keys "
+                  f"{', '.join(added_keys)} (accepted)")
     read = []
     for name in sorted({p.name for r in (run_a, run_b) for p in r.glob("*.npz")}):
         if not ((run_a / name).exists() and (run_b / name).exists()):
@@ -93,5 +102,8 @@ if __name__ == "__main__":
     parser.add_argument("run_b", type=Path)
     parser.add_argument("--added", action="append", default=[], metavar="PATH",
                         help="a results.json key only run B may have (repeatable)")
+    parser.add_argument("--added-key", action="append", default=[], metavar="NAME",
+                        help="a key name only run B may have, wherever it appears, e.g. "
+                             "auc_ci (repeatable)")
     args = parser.parse_args()
-    sys.exit(main(args.run_a, args.run_b, tuple(args.added)))
+    sys.exit(main(args.run_a, args.run_b, tuple(args.added), tuple(args.added_key)))

@@ -217,6 +217,8 @@ def _summary(results: dict, seconds: float) -> None:
     from rich.markup import escape as rich_escape
     from rich.table import Table
 
+    from fedaudit.report.console import membership_table
+
     console = Console(stderr=True)
     console.print(f"test accuracy {results['model']['test_accuracy']:.3f} "
                   f"(loss {results['model']['test_loss']:.3f}) in {seconds:.1f} s")
@@ -278,15 +280,8 @@ def _summary(results: dict, seconds: float) -> None:
                       f"aggregation): {mal['near_exact']} of {mal['samples']} samples of round "
                       f"{mal['round']} read back near-exactly ({mal['share']:.0%}; expected "
                       f"{mal['expected_share']:.0%})", highlight=False)
-    attacks = results.get("attacks") or {}
-    if attacks:
-        t = Table(title="membership inference on the global model (pooled over clients)")
-        for col in ("attack", "AUC", "TPR@1%FPR", "FPR@80%TPR"):
-            t.add_column(col)
-        for name, m in attacks.items():
-            t.add_row(name, f"{m['auc']:.3f}", f"{m['tpr_at_1pct_fpr']:.3f}",
-                      f"{m['fpr_at_80pct_tpr']:.3f}")
-        console.print(t)
+    if results.get("attacks"):
+        console.print(membership_table(results["attacks"]))
     quant = results.get("quantization") or []
     if quant:
         t = Table(title="post-training quantization")

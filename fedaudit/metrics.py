@@ -41,14 +41,19 @@ never imports scikit-learn, which also spares each simulated client actor its 1 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedaudit.intervals import (LEVEL, chance_verdict, check_level, clopper_pearson,
+                                normal_interval, threshold_verdict)
+
 __all__ = [
     "MembershipMetrics",
+    "auc_interval",
+    "delong_placements",
     "membership_metrics",
     "roc_points",
     "tpr_at_fpr",
@@ -223,24 +228,110 @@ def membership_metrics(scores: ArrayLike, members: ArrayLike) -> dict[str, Any]:
     }
 
 
+def _midranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``x``, ties given the mean of the ranks they span."""
+    order = np.argsort(x, kind="mergesort")
+    s = x[order]
+    first = np.r_[True, s[1:] != s[:-1]]  # where each run of equal values starts
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(s)] - 1
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = ((starts + ends) / 2 + 1)[np.cumsum(first) - 1]
+    return ranks
+
+
+def delong_placements(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong's placements ``(V10 over the members, V01 over the non-members)``
+    (:mod:`fedaudit.intervals` gives the formula); their means are the AUC."""
+    s, m = _validate(scores, members)
+    x, y = s[m == 1], s[m == 0]
+    pooled = _midranks(np.concatenate([x, y]))
+    v10 = (pooled[:len(x)] - _midranks(x)) / len(y)
+    v01 = 1.0 - (pooled[len(x):] - _midranks(y)) / len(x)
+    return v10, v01
+
+
+def auc_interval(scores: ArrayLike, members: ArrayLike, auc: float | None = None,
+                 level: float = LEVEL) -> tuple[float, float]:
+    """DeLong's ``level`` interval of the AUC of ``scores`` against ``members``
+    (:mod:`fedaudit.intervals` gives the formula), centred on ``auc`` when given (the AUC
+    of :func:`membership_metrics`; by default the placements' mean)."""
+    level = check_level(level)
+    v10, v01 = delong_placements(scores, members)
+    if len(v10) < 2 or len(v01) < 2:
+        return 0.0, 1.0
+    centre = float(v10.mean()) if auc is None else float(auc)
+    return normal_interval(centre, v10.var(ddof=1) / len(v10) + v01.var(ddof=1) / len(v01),
+                           level)
+
+
+#: the FPR bounds of the reported TPRs: metric name -> bound (its chance TPR)
+TPR_BOUNDS = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0p1pct_fpr": 0.001}
+
+
+def _tpr_verdicts(scores: ArrayLike, members: ArrayLike) -> tuple[str, ...]:
+    """The verdict of each TPR of :data:`TPR_BOUNDS` from the ROC point it is read at: k
+    members and j non-members above the threshold (:func:`threshold_verdict`)."""
+    s, m = _validate(scores, members)
+    fps, tps = _roc_counts(s, m)
+    fpr, _ = _rates(fps, tps)
+    n_pos, n_neg = int(tps[-1]), int(fps[-1])
+    out = []
+    for bound in TPR_BOUNDS.values():
+        # the point _tpr_at_fpr reads: the last with FPR <= bound (fps and tps rise together)
+        at = int(np.flatnonzero(fpr <= bound)[-1])
+        out.append(threshold_verdict(int(tps[at]), int(fps[at]), n_pos, n_neg))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class MembershipMetrics:
     """The metrics ``results.json`` keeps of one attack on one set of samples: those of
     :func:`membership_metrics` without the counts (``min_fpr_resolution`` is
-    ``1 / n_nonmembers``).  :meth:`as_dict` is the results.json entry."""
+    ``1 / n_nonmembers``), and, when made from the scores (:meth:`of`), their 95 %
+    intervals (:mod:`fedaudit.intervals`: DeLong's for the AUC, Clopper-Pearson's on the
+    members for each TPR) and the number of members.  :meth:`as_dict` is the results.json
+    entry."""
 
     auc: float
     tpr_at_1pct_fpr: float
     tpr_at_0p1pct_fpr: float
     fpr_at_80pct_tpr: float
     min_fpr_resolution: float
+    auc_ci: tuple[float, float] | None = None
+    tpr_at_1pct_fpr_ci: tuple[float, float] | None = None
+    tpr_at_0p1pct_fpr_ci: tuple[float, float] | None = None
+    n_members: int | None = None
+    #: each TPR's verdict against chance (:func:`fedaudit.intervals.threshold_verdict`)
+    tpr_verdicts: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, scores: ArrayLike, members: ArrayLike) -> "MembershipMetrics":
-        """:func:`membership_metrics` of ``scores`` against ``members`` (same checks)."""
+        """:func:`membership_metrics` of ``scores`` against ``members`` (same checks), with
+        the intervals."""
         m = membership_metrics(scores, members)
-        return cls(**{f.name: m[f.name] for f in fields(cls)})
+        n = m["n_members"]
+        # tpr = k / n correctly rounded, so round(tpr * n) is k
+        cis = {f"{k}_ci": clopper_pearson(round(m[k] * n), n) for k in TPR_BOUNDS}
+        return cls(**{f.name: m[f.name] for f in fields(cls)[:5]},
+                   auc_ci=auc_interval(scores, members, m["auc"]), n_members=n,
+                   tpr_verdicts=_tpr_verdicts(scores, members), **cis)
 
-    def as_dict(self) -> dict[str, float]:
-        """The results.json entry: ``{"auc": ..., "tpr_at_1pct_fpr": ..., ...}``."""
-        return asdict(self)
+    def verdicts(self) -> dict[str, str] | None:
+        """Each metric against chance: the AUC's interval against 0.5
+        (:func:`fedaudit.intervals.chance_verdict`), each TPR by the exact test of
+        :func:`fedaudit.intervals.threshold_verdict`; None without them."""
+        if self.auc_ci is None or self.tpr_verdicts is None:
+            return None
+        return {"auc": chance_verdict(self.auc_ci, 0.5), **dict(zip(TPR_BOUNDS, self.tpr_verdicts))}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The results.json entry: ``{"auc": ..., "tpr_at_1pct_fpr": ..., ...}``, then, when
+        there are intervals, ``auc_ci`` / ``tpr_at_1pct_fpr_ci`` / ``tpr_at_0p1pct_fpr_ci``
+        as ``[low, high]``, ``ci_level``, ``n_members`` and ``verdict`` (per metric)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)[:5]}
+        if self.auc_ci is not None:
+            out.update({k: list(getattr(self, k)) for k in
+                        ("auc_ci", "tpr_at_1pct_fpr_ci", "tpr_at_0p1pct_fpr_ci")})
+            out.update(ci_level=LEVEL, n_members=self.n_members, verdict=self.verdicts())
+        return out

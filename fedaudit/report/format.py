@@ -21,6 +21,27 @@ def fmt(x: Any, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def fmt_ci(x: Any, ci: Any, digits: int = 3) -> str:
+    """A number with its 95 % interval, ``0.612 [0.583, 0.641]`` (results.json ``*_ci``:
+    ``[low, high]``); the number alone where there is no interval (an older run)."""
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2):
+        return fmt(x, digits)
+    return f"{fmt(x, digits)} [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
+
+
+#: the chance verdicts (:mod:`fedaudit.intervals`) in a word, for narrow tables
+SHORT_VERDICTS = {"above chance": "above", "below chance": "below",
+                  "not distinguishable from chance": "chance"}
+
+
+def verdict_of(entry: dict, metric: str = "auc", *, short: bool = False) -> str:
+    """The chance verdict results.json gives ``metric`` (``verdict``), or a dash;
+    ``short``: in a word (above / below / chance)."""
+    verdict = entry.get("verdict")
+    text = str(verdict.get(metric, "–")) if isinstance(verdict, dict) else "–"
+    return SHORT_VERDICTS.get(text, text) if short else text
+
+
 def fmt_g(x: Any) -> str:
     v = num(x)
     if v is None:
@@ -73,16 +94,17 @@ def table(header: list[str], rows: list[list[str]], cls: str = "",
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def tpr_at_fpr(tpr: Any, resolution: Any, fpr: float) -> str:
-    """A TPR@``fpr`` cell.  Where 1/n non-members (``resolution``) exceeds ``fpr`` the only
-    threshold with FPR <= ``fpr`` is the one with no false positive at all: the cell says
-    so ("at FPR = 0", greyed) rather than show a number that looks precise."""
+def tpr_at_fpr(tpr: Any, resolution: Any, fpr: float, ci: Any = None) -> str:
+    """A TPR@``fpr`` cell, with its interval ``ci`` when given.  Where 1/n non-members
+    (``resolution``) exceeds ``fpr`` the only threshold with FPR <= ``fpr`` is the one with
+    no false positive at all: the cell says so ("at FPR = 0", greyed) rather than show a
+    number that looks precise."""
     res = num(resolution)
     if res is None or num(tpr) is None or res <= fpr:
-        return fmt(tpr)
+        return fmt_ci(tpr, ci)
     return (f'<span class="lowres" title="1/n non-members = {res:.2g} &gt; {fpr:g}: no '
             f'threshold has 0 &lt; FPR &lt;= {fpr:g}, so this is the TPR at FPR = 0">'
-            f'{fmt(tpr)} at FPR = 0</span>')
+            f'{fmt_ci(tpr, ci)} at FPR = 0</span>')
 
 
 def auc_style(v: float | None) -> str:

@@ -12,7 +12,8 @@ import math
 import re
 from typing import Callable
 
-from fedaudit.report.format import auc_style, fmt, fmt_g, sparkline, table, tpr_at_fpr
+from fedaudit.report.format import (auc_style, fmt, fmt_ci, fmt_g, sparkline, table, tpr_at_fpr,
+                                     verdict_of)
 from fedaudit.report.registry import not_run
 from fedaudit.report.format import method_label, ordered_methods
 from fedaudit.rundir.reading import RunData, num
@@ -75,8 +76,11 @@ def section_header(run: RunData) -> str:
                   f"loss {fmt(model.get('test_loss'))}"))
     for m in ordered_methods(r.get("attacks") or {}):
         a = r["attacks"][m] or {}
+        ci = a.get("auc_ci")
         cards.append((f"{method_label(m)} AUC", fmt(a.get("auc")),
-                      f"TPR@1%FPR {fmt(a.get('tpr_at_1pct_fpr'))}"))
+                      (f"95% CI [{fmt(ci[0])}, {fmt(ci[1])}], {verdict_of(a)}; "
+                       if isinstance(ci, list) else "")
+                      + f"TPR@1%FPR {fmt(a.get('tpr_at_1pct_fpr'))}"))
     if not r.get("attacks"):
         cards.append(("attacks", "–", "not run in this scenario"))
     audit = r.get("dp_audit")
@@ -112,15 +116,20 @@ def section_attack_table(run: RunData) -> str:
     for m in ordered_methods(att):
         a = att[m] or {}
         res = a.get("min_fpr_resolution")
-        rows.append([method_label(m), fmt(a.get("auc")),
-                     tpr_at_fpr(a.get("tpr_at_1pct_fpr"), res, 0.01),
-                     tpr_at_fpr(a.get("tpr_at_0p1pct_fpr"), res, 0.001),
+        rows.append([method_label(m), fmt_ci(a.get("auc"), a.get("auc_ci")), verdict_of(a),
+                     tpr_at_fpr(a.get("tpr_at_1pct_fpr"), res, 0.01, a.get("tpr_at_1pct_fpr_ci")),
+                     tpr_at_fpr(a.get("tpr_at_0p1pct_fpr"), res, 0.001,
+                                a.get("tpr_at_0p1pct_fpr_ci")),
                      fmt(a.get("fpr_at_80pct_tpr")),
                      fmt_g(a.get("min_fpr_resolution")), fmt_g(a.get("queries_per_sample")),
                      fmt_g((num(a.get("seconds_per_sample")) or math.nan) * 1e3)])
     return ("<h3>Pooled over clients (global model)</h3>"
-            + table(["attack", "AUC", "TPR@1%FPR", "TPR@0.1%FPR", "FPR@80%TPR",
-                      "lowest FPR", "queries/sample", "ms/sample"], rows, "num")
+            + table(["attack", "AUC [95% CI]", "AUC vs chance", "TPR@1%FPR [95% CI]",
+                     "TPR@0.1%FPR [95% CI]", "FPR@80%TPR", "lowest FPR", "queries/sample",
+                     "ms/sample"], rows, "num")
+            + "<p class=\"note\">Intervals: DeLong's for the AUC, Clopper-Pearson's on the "
+              "members for a TPR (docs/algorithms.md section 5); chance is 0.5 for the AUC "
+              "and the FPR bound for a TPR.</p>"
             + _references_line(run.results.get("references")))
 
 

@@ -141,8 +141,10 @@ def test_roc_legend_and_note_match_the_attack_table(tmp_path, monkeypatch):
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     for method in METHODS:
-        auc, tpr1, *_, lowest = table[method_label(method)][:5]
-        label = f"{method_label(method)}  AUC {auc}, TPR@1% {tpr1}"
+        # AUC [95% CI], AUC vs chance, TPR@1%FPR [95% CI], TPR@0.1%FPR, FPR@80%TPR, lowest
+        auc, _, tpr1, *_, lowest = table[method_label(method)][:6]
+        label = (f"{method_label(method)}  AUC {auc.split(' [')[0]}, "
+                 f"TPR@1% {tpr1.split(' [')[0]}")
         assert label in legend, (label, legend)
         # the curve is fedaudit.metrics' ROC on the distinct samples, nothing else
         fpr, tpr = roc_points(*info["distinct"][method])
