@@ -15,19 +15,33 @@ the replies reach the server, each one (``plain``) or only their masked sum (``s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from fedaudit.options import Field
+from fedaudit.options import Field, check_options
 from fedaudit.registry import Registry, instance_registrar
-from fedaudit.scenario import Scenario
+from fedaudit.scenario import FederationConfig, Scenario
 
 __all__ = ["AGGREGATORS", "Aggregator", "aggregator_of", "get_aggregator", "options_of",
            "register_aggregator"]
 
+def _check(name: str, agg: Any, meta: dict) -> None:
+    """An Aggregator instance whose options are Fields, under a name that is no key of
+    ``[federation]`` (its table ``[federation.<name>]`` would shadow ``[federation.secagg]``
+    and the other sub-tables)."""
+    if not isinstance(agg, Aggregator):
+        raise TypeError(f"aggregator {name!r} must be an Aggregator instance")
+    taken = [f.name for f in dataclasses.fields(FederationConfig)]
+    if name in taken:
+        raise ValueError(f"aggregator {name!r}: [federation.{name}] is taken; a name other "
+                         f"than {', '.join(taken)}")
+    check_options(f"aggregator {name!r}", agg.options)
+
+
 #: name -> an :class:`Aggregator` instance (the scenario's ``federation.strategy`` choices)
-AGGREGATORS: Registry[str, "Aggregator"] = Registry("aggregator",
-                                                    name_pattern=r"[A-Za-z][A-Za-z0-9_-]*")
+AGGREGATORS: Registry[str, "Aggregator"] = Registry(
+    "aggregator", name_pattern=r"[A-Za-z][A-Za-z0-9_-]*", check=_check)
 
 register_aggregator = instance_registrar(
     AGGREGATORS, "name", """Class decorator: register an instance of ``cls`` under

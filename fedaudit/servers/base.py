@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from torch import nn
 
 from fedaudit.models.registry import model_for
-from fedaudit.options import Field
+from fedaudit.options import Field, check_options
 from fedaudit.registry import Registry, instance_registrar
 from fedaudit.scenario import Scenario
 
@@ -44,8 +44,16 @@ class Server:
         return model
 
 
+def _check(kind: str, server: Any, meta: dict) -> None:
+    if not isinstance(server, Server):
+        raise TypeError(f"server {kind!r} must be a Server instance")
+    for table, fields in server.options.items():
+        check_options(f"server {kind!r}, table [{table}]", fields)
+
+
 #: kind -> a :class:`Server` instance
-SERVERS: Registry[str, Server] = Registry("server", name_pattern=r"[a-z][a-z0-9+_-]*")
+SERVERS: Registry[str, Server] = Registry("server", name_pattern=r"[a-z][a-z0-9+_-]*",
+                                          check=_check)
 
 register_server = instance_registrar(
     SERVERS, "kind", """Class decorator: register an instance of a :class:`Server` subclass

@@ -153,3 +153,21 @@ def test_a_rule_registered_from_outside_is_a_choice_with_its_options():
         _one_line_error("secagg", ["federation.strategy=trim10"], "'trim10' needs each")
     finally:
         AGGREGATORS.unregister("trim10")
+
+
+def test_a_rule_under_a_name_of_federation_or_with_a_bad_option_is_refused():
+    from fedaudit.aggregators import Aggregator, register_aggregator
+
+    class Shadow(Aggregator):
+        name = "secagg"  # [federation.secagg] is SecAgg+'s table
+
+    with pytest.raises(ValueError, match=r"aggregator 'secagg': \[federation.secagg\] is taken"):
+        register_aggregator(Shadow)
+
+    class Loose(Aggregator):
+        name = "loose"
+        options = {"beta": 0.2}
+
+    with pytest.raises(TypeError, match="option 'beta' must be a fedaudit.options.Field"):
+        register_aggregator(Loose)
+    assert "secagg" not in AGGREGATORS and "loose" not in AGGREGATORS

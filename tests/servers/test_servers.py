@@ -90,3 +90,16 @@ def test_a_server_registered_from_outside_declares_its_table_and_serves_its_mode
             load_scenario("quickstart", ["ext_zero.nope=1"])
     finally:
         SERVERS.unregister(ZeroFirstLayer.kind)
+
+
+def test_a_server_that_is_not_one_or_declares_a_loose_option_is_refused():
+    with pytest.raises(TypeError, match="must be a Server instance"):
+        SERVERS.register("ext-bad", object())
+
+    class Loose(Server):
+        kind = "ext-loose"
+        options = {"ext_loose": {"enabled": False}}
+
+    with pytest.raises(TypeError, match=r"table \[ext_loose\]: option 'enabled' must be"):
+        register_server(Loose)
+    assert "ext-loose" not in SERVERS and "ext-bad" not in SERVERS
