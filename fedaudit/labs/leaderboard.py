@@ -89,12 +89,11 @@ def chance(n_members: int, n_nonmembers: int, max_fpr: float = PRIMARY_FPR) -> C
 
 
 def tpr_interval(tpr: float, n_members: int, level: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson interval of a TPR measured on ``n_members`` members."""
-    from scipy.stats import binomtest
+    """Clopper-Pearson interval of a TPR measured on ``n_members`` members (the one
+    results.json gives every TPR: :func:`fedaudit.intervals.clopper_pearson`)."""
+    from fedaudit.intervals import clopper_pearson
 
-    hits = int(round(tpr * n_members))
-    ci = binomtest(hits, n_members).proportion_ci(level, method="exact")
-    return float(ci.low), float(ci.high)
+    return clopper_pearson(int(round(tpr * n_members)), n_members, level)
 
 
 @dataclass(frozen=True)

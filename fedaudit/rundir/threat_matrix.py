@@ -38,12 +38,16 @@ NOT_POSSIBLE, NOT_MEASURED, MEASURED = "not possible", "not measured", "measured
 class Cell:
     """One cell: ``status`` (measured / not possible / not measured), the headline
     ``figure`` (AUC, label accuracy, PSNR or share; None unless measured), a short ``text``
-    for tables, and ``why`` when there is no figure."""
+    for tables, ``why`` when there is no figure, and, where the run has them, the figure's
+    95 % ``interval`` ``[low, high]`` and its ``verdict`` against chance (the membership
+    cells: :mod:`fedaudit.intervals`)."""
 
     status: str
     figure: float | None = None
     text: str = ""
     why: str = ""
+    interval: list[float] | None = None
+    verdict: str | None = None
 
 
 def _position(results: dict, name: str) -> dict | None:
@@ -56,17 +60,21 @@ def _position(results: dict, name: str) -> dict | None:
         if attacks:
             m = max(attacks, key=lambda k: attacks[k]["auc"])
             return {"best_method": m, "auc": attacks[m]["auc"],
-                    "tpr_at_1pct_fpr": attacks[m].get("tpr_at_1pct_fpr")}
+                    "tpr_at_1pct_fpr": attacks[m].get("tpr_at_1pct_fpr"),
+                    "auc_ci": attacks[m].get("auc_ci"), "verdict": attacks[m].get("verdict")}
     return None
 
 
 def _membership(p: dict | None, what: str) -> Cell:
     if p is None:
         return Cell(NOT_MEASURED, why=f"no membership attack on {what} in this run")
-    tpr = p.get("tpr_at_1pct_fpr")
+    tpr, ci = p.get("tpr_at_1pct_fpr"), p.get("auc_ci")
+    verdict = (p.get("verdict") or {}).get("auc") if isinstance(p.get("verdict"), dict) else None
     return Cell(MEASURED, float(p["auc"]), f"AUC {p['auc']:.3f}"
+                + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else "")
                 + (f", TPR@1%FPR {tpr:.3f}" if tpr is not None else "")
-                + f" ({p.get('best_method', '?')})")
+                + f" ({p.get('best_method', '?')})",
+                interval=list(ci) if isinstance(ci, list) else None, verdict=verdict)
 
 
 def _first_pooled(section: Any) -> dict | None:
@@ -125,7 +133,8 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
                                        "each client's model"),
              "label leakage": _labels(results), "reconstruction": _reconstruction(results)}),
         "curious server (aggregate only)": {  # the aggregates are the rounds' models
-            "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider")
+            "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
+                                interval=insider.interval, verdict=insider.verdict)
                            if insider.status == MEASURED else insider),
             "label leakage": aggregate_only, "reconstruction": aggregate_only},
         "malicious server": {"membership": Cell(NOT_MEASURED, why="not implemented"),

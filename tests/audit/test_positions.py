@@ -166,3 +166,16 @@ def test_resuming_drops_client_models_of_unfinished_rounds(tmp_path):
         save_client_models(tmp_path, r, {0: _state(r), 1: _state(r)}, "all")
     drop_unfinished_rounds(tmp_path, 2)  # round 3 was interrupted before its record
     assert client_model_rounds(tmp_path) == {1: [0, 1], 2: [0, 1]}
+
+
+def test_positions_carry_the_best_methods_interval_and_verdicts_when_measured():
+    g = np.random.default_rng(0)
+    members = np.repeat([1, 0], 100)
+    strong = MembershipMetrics.of(np.r_[g.normal(1, 1, 100), g.normal(0, 1, 100)], members)
+    weak = MembershipMetrics.of(g.normal(size=200), members)
+    (row,) = attack_positions({"loss": weak, "entropy": strong}, [], None)
+    assert row["best_method"] == "entropy"
+    assert row["auc_ci"] == list(strong.auc_ci) and row["verdict"] == strong.verdicts()
+    assert row["verdict"]["auc"] == "above chance"
+    (bare,) = attack_positions({"loss": MembershipMetrics(0.6, 0.1, 0.0, 0.5, 0.01)}, [], None)
+    assert "auc_ci" not in bare and "verdict" not in bare

@@ -107,3 +107,22 @@ def test_the_report_shows_the_matrix_and_the_malicious_server(tmp_path):
     assert "malicious server" in body and "73% of round 1 near-exact" in body
     assert "hides each client&#x27;s update" in body  # the why of a 'not possible' cell
     assert "47 of round 1's 64 samples" in body
+
+
+def test_membership_cells_carry_the_interval_and_verdict_the_run_measured():
+    rows = [{**POSITIONS_ROWS[0], "auc_ci": [0.55, 0.67],
+             "verdict": {"auc": "above chance", "tpr_at_1pct_fpr": "above chance"}},
+            {**POSITIONS_ROWS[1], "auc_ci": [0.48, 0.84],
+             "verdict": {"auc": "not distinguishable from chance"}}]
+    m = threat_matrix({"scenario": {"federation": {"aggregation": "secagg+"}},
+                       "attack_positions": rows})
+    out = m["outsider"]["membership"]
+    assert (out.interval, out.verdict) == ([0.55, 0.67], "above chance")
+    assert out.text == "AUC 0.610 [0.550, 0.670], TPR@1%FPR 0.020 (loss)"
+    # the aggregate-only server holds the rounds' models: the insider's figure and interval
+    agg = m["curious server (aggregate only)"]["membership"]
+    assert (agg.figure, agg.interval, agg.verdict) == (
+        0.66, [0.48, 0.84], "not distinguishable from chance")
+    # an older run's rows have neither: the cells say nothing of them
+    old = threat_matrix(_results())["outsider"]["membership"]
+    assert old.interval is None and old.verdict is None and "[" not in old.text

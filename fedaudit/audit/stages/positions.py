@@ -44,6 +44,13 @@ def _best(metrics: Metrics) -> tuple[str, MembershipMetrics] | None:
     return max(scored, key=lambda mv: mv[1].auc) if scored else None
 
 
+def _uncertainty(a: MembershipMetrics) -> dict[str, Any]:
+    """The best method's AUC interval and verdicts (when it has them): the threat matrix's
+    cells carry them."""
+    return ({"auc_ci": list(a.auc_ci), "verdict": a.verdicts()}
+            if a.auc_ci is not None and a.verdicts() is not None else {})
+
+
 #: why the insider's best round is an upper bound, not an attack (results.json, report)
 UPPER_BOUND_NOTE = ("the maximum pooled AUC over the attacked rounds, with the round picked "
                     "by the membership labels the attacker does not have: an optimistic "
@@ -53,7 +60,9 @@ UPPER_BOUND_NOTE = ("the maximum pooled AUC over the attacked rounds, with the r
 
 def attack_positions(outsider: Metrics | None, rounds: Sequence[tuple[int, Metrics]],
                      server: Metrics | None) -> list[dict[str, Any]]:
-    """Per position, the best method's pooled AUC and TPR@1%FPR: the ``outsider``'s on
+    """Per position, the best method's pooled AUC and TPR@1%FPR (with the AUC's interval
+    and the verdicts, ``auc_ci`` and ``verdict``, when the metrics have them): the
+    ``outsider``'s on
     the final global model, the insider's on the global model after each of the ``rounds``
     (round, metrics), the curious ``server``'s pooled over the clients' received models.
     The insider holds every round's model but no labels to pick among them: its figure is
@@ -66,7 +75,8 @@ def attack_positions(outsider: Metrics | None, rounds: Sequence[tuple[int, Metri
         if best:
             m, a = best
             rows.append({"position": position, "target": target, "best_method": m,
-                         "auc": a.auc, "tpr_at_1pct_fpr": a.tpr_at_1pct_fpr, **extra})
+                         "auc": a.auc, "tpr_at_1pct_fpr": a.tpr_at_1pct_fpr, **extra,
+                         **_uncertainty(a)})
 
     add("outsider", "final global model", outsider or {})
     per_round = [(r, ms) for r, ms in rounds if _best(ms)]
