@@ -263,10 +263,11 @@ def _summary(results: dict, seconds: float) -> None:
                       f"{secrets['global']['extracted']} extracted{gnq}", highlight=False)
     labels = results.get("label_leakage")
     if labels:
-        by = ", ".join(f"{m} {p['label_accuracy']:.0%}" for m, p in labels["pooled"].items()
-                       if p.get("label_accuracy") is not None)
+        by = ", ".join(f"{m} {p['label_accuracy']:.0%}" + (
+            " [{:.0%}, {:.0%}]".format(*p["label_accuracy_ci"]) if p.get("label_accuracy_ci")
+            else "") for m, p in labels["pooled"].items() if p.get("label_accuracy") is not None)
         console.print(f"label leakage from {len(labels['cases'])} updates: label accuracy "
-                      f"{by}", highlight=False)
+                      f"{by} (95% intervals over the samples)", highlight=False)
     rec = results.get("reconstruction")
     if rec:
         by = "; ".join(f"{m}: PSNR {p['psnr']:.1f} dB, SSIM {p['ssim']:.3f} (prior "

@@ -20,13 +20,15 @@ EXACT_PSNR_CAP = 300.0
 
 @dataclass(frozen=True)
 class PooledReconstructionMetrics:
-    """:class:`fedaudit.image_metrics.ReconstructionMetrics` pooled over ``n`` reconstructions (of one case or of
-    many: :func:`pool_metrics`), the one pooling the reconstruction and imprint stages
-    report.
+    """:class:`fedaudit.image_metrics.ReconstructionMetrics` pooled over ``n``
+    reconstructions (of one case or of many: :func:`pool_metrics`), the one pooling the
+    reconstruction and imprint stages report.
 
     ``psnr`` is the mean over the inexact reconstructions (finite PSNR; None if there are
     none), ``exact`` counts the exact ones apart (an infinite PSNR would swamp the mean);
     ``psnr_median`` is the median with the exact ones at :data:`EXACT_PSNR_CAP`;
+    ``psnr_sd`` and ``ssim_sd`` are the spread (sample standard deviation, ddof 1) of the
+    inexact PSNRs and of the SSIMs (None with fewer than two);
     ``ssim_gain`` is the mean of ``ssim - prior_ssim`` (the SSIM gained over the prior);
     ``leakage`` is the mean over the ``n_leakage`` reconstructions where it is defined
     (None if none).  Every mean is over the concatenated float64 values."""
@@ -35,7 +37,9 @@ class PooledReconstructionMetrics:
     psnr: float | None
     exact: int
     psnr_median: float | None
+    psnr_sd: float | None
     ssim: float | None
+    ssim_sd: float | None
     prior_ssim: float | None
     ssim_gain: float | None
     identifiability: float | None
@@ -52,7 +56,12 @@ class PooledReconstructionMetrics:
                 "prior_ssim": self.prior_ssim, "ssim_gain": self.ssim_gain,
                 "identifiability": self.identifiability,
                 "label_accuracy": self.label_accuracy, "leakage": self.leakage,
-                "leakage_samples": self.n_leakage}
+                "leakage_samples": self.n_leakage, "psnr_sd": self.psnr_sd,
+                "ssim_sd": self.ssim_sd}
+
+
+def _sd(x: np.ndarray) -> float | None:
+    return float(x.std(ddof=1)) if len(x) >= 2 else None
 
 
 def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
@@ -60,7 +69,7 @@ def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
     records) pooled (:class:`PooledReconstructionMetrics`)."""
     if not metrics:
         return PooledReconstructionMetrics(0, None, 0, None, None, None, None, None, None,
-                                           None, 0)
+                                           None, None, None, 0)
 
     def cat(key: str) -> np.ndarray:
         return np.concatenate([np.asarray(getattr(m, key), dtype=np.float64) for m in metrics])
@@ -72,7 +81,8 @@ def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
         n=int(len(psnr_)), psnr=float(psnr_[finite].mean()) if finite.any() else None,
         exact=int((~finite).sum()),
         psnr_median=float(np.median(np.minimum(psnr_, EXACT_PSNR_CAP))),
-        ssim=float(ssim_.mean()), prior_ssim=float(prior.mean()),
+        psnr_sd=_sd(psnr_[finite]), ssim=float(ssim_.mean()), ssim_sd=_sd(ssim_),
+        prior_ssim=float(prior.mean()),
         ssim_gain=float((ssim_ - prior).mean()),
         identifiability=float(cat("identifiable").mean()),
         label_accuracy=float(cat("label_correct").mean()),

@@ -5,6 +5,7 @@ record, on explicit images."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -235,9 +236,13 @@ def test_pool_metrics_concatenates_cases_and_reports_what_is_undefined():
     assert (p.n, p.exact, p.n_leakage) == (5, 1, 4)
     assert p.psnr == 25.0  # (10 + 20 + 30 + 40) / 4; not the mean of the cases' means
     assert p.psnr_median == 30.0  # of 10, 300, 20, 30, 40
+    # spreads (ddof 1): of the inexact PSNRs, sqrt(500 / 3); of the five SSIMs, sqrt(0.4 / 4)
+    assert math.isclose(p.psnr_sd, math.sqrt(500 / 3), rel_tol=1e-15)
+    assert math.isclose(p.ssim_sd, math.sqrt(0.1), rel_tol=1e-15)
     assert p.ssim == np.mean([0.2, 1.0, 0.4, 0.6, 0.8]) and p.identifiability == 3 / 5
     assert p.label_accuracy == 4 / 5 and p.leakage == np.mean([1.0, 1.0, 2.0, 3.0])
     assert p.as_dict()["samples"] == 5 and p.as_dict()["leakage_samples"] == 4
     only_exact = pool_metrics([case([np.inf], [1.0], [0.5], [np.nan], [True], [True])])
     assert only_exact.psnr is None and only_exact.leakage is None
+    assert only_exact.psnr_sd is None and only_exact.ssim_sd is None  # fewer than two
     assert pool_metrics([]).as_dict() == {"samples": 0}

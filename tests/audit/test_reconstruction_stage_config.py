@@ -54,3 +54,15 @@ def test_auto_picks_the_gpu_only_where_the_jobs_run_with_one(monkeypatch, gpu, n
 def test_an_explicit_device_is_kept():
     s = load_scenario("reconstruction-digits", ["reconstruction.device=cpu"])
     assert job_device(s, on_actors=True) == "cpu"
+
+
+def test_pooled_label_leakage_has_the_samples_interval():
+    """Two cases: 3 of 4 and 4 of 4 labels recovered -> the mean of the case accuracies
+    (0.875), and 7 of 8 samples with Clopper-Pearson's interval on them."""
+    from fedaudit.audit.stages.reconstruction import _pooled_labels
+    from fedaudit.intervals import clopper_pearson
+
+    out = _pooled_labels([(0.75, 2, 3, 4), (1.0, 0, 4, 4)])
+    assert out == {"label_accuracy": 0.875, "count_error": 1.0, "cases": 2, "labels": 8,
+                   "labels_recovered": 7, "label_accuracy_ci": list(clopper_pearson(7, 8))}
+    assert _pooled_labels([]) == {"label_accuracy": None, "count_error": None, "cases": 0}

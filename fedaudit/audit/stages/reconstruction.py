@@ -278,13 +278,29 @@ def _label_results(ctx: AuditContext, t: dict, results: list[CaseResult]) -> dic
             acc, err = label_accuracy(guess.counts, true), count_error(guess.counts, true)
             entry[m] = {"label_accuracy": float(acc), "count_error": int(err),
                         "seconds": res.seconds[m]}
-            pooled[m].append((acc, err))
+            hits = int(np.minimum(guess.counts, true).sum())  # acc = hits / samples
+            pooled[m].append((acc, err, hits, int(true.sum())))
         per_case.append(entry)
     return {"methods": list(t["label_methods"]), "threat_model": THREAT_MODEL,
-            "cases": per_case,
-            "pooled": {m: {"label_accuracy": float(np.mean([a for a, _ in v])) if v else None,
-                           "count_error": float(np.mean([e for _, e in v])) if v else None,
-                           "cases": len(v)} for m, v in pooled.items()}}
+            "cases": per_case, "pooled": {m: _pooled_labels(v) for m, v in pooled.items()}}
+
+
+def _pooled_labels(cases: list[tuple[float, int, int, int]]) -> dict[str, Any]:
+    """The mean label accuracy and count error over the cases, and the share of all the
+    cases' samples whose label was recovered (``labels_recovered`` of ``labels``) with its
+    Clopper-Pearson 95 % interval, ``label_accuracy_ci`` (samples as independent trials:
+    docs/algorithms.md section 13)."""
+    from fedaudit.intervals import clopper_pearson
+
+    out: dict[str, Any] = {
+        "label_accuracy": float(np.mean([c[0] for c in cases])) if cases else None,
+        "count_error": float(np.mean([c[1] for c in cases])) if cases else None,
+        "cases": len(cases)}
+    hits, n = sum(c[2] for c in cases), sum(c[3] for c in cases)
+    if n:
+        out.update(labels=n, labels_recovered=hits,
+                   label_accuracy_ci=list(clopper_pearson(hits, n)))
+    return out
 
 
 def _reconstruction_results(ctx: AuditContext, t: dict, results: list[CaseResult],
