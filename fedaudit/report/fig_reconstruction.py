@@ -22,6 +22,18 @@ def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
+def _pct_ci(v: Any, ci: Any) -> str:
+    """A share with its 95 % interval (results.json ``[low, high]``), when there is one."""
+    if not (isinstance(ci, list) and len(ci) == 2):
+        return _pct(v)
+    return f"{_pct(v)} [{_pct(ci[0])}, {_pct(ci[1])}]"
+
+
+def _sd(v: Any, sd: Any, digits: int) -> str:
+    """A mean ± its spread (results.json ``*_sd``), when there is one."""
+    return fmt(v, digits) if sd is None else f"{fmt(v, digits)} ± {fmt(sd, digits)}"
+
+
 def section_reconstruction(run: RunData) -> str:
     labels = run.results.get("label_leakage")
     rec = run.results.get("reconstruction")
@@ -33,22 +45,26 @@ def section_reconstruction(run: RunData) -> str:
            f"{html.escape('; '.join(tm['does_not_know']))}.</p>"]
     if labels:
         rows = [[html.escape(m), str(p["cases"]), _pct(p["label_accuracy"]),
+                 _pct_ci(p.get("labels_recovered", 0) / p["labels"] if p.get("labels") else None,
+                         p.get("label_accuracy_ci")),
                  fmt(p["count_error"], 2)] for m, p in labels["pooled"].items()]
         out.append(table(["label attack", "updates", "label accuracy (multiset)",
-                          "mean count error"], rows, text_cols=(0,)))
+                          "labels recovered [95% CI]", "mean count error"], rows,
+                         text_cols=(0,)))
     if rec:
         b = rec["budget"]
         out.append(f"<p>Reconstruction: labels from {html.escape(rec['labels_from'])}; "
                    f"{b['iterations']} iterations x {b['restarts']} restart(s); SSIM window "
                    f"{rec.get('ssim_window')}; prior: {html.escape(rec['prior'])}; "
                    f"{fmt(rec['seconds'], 1)} s.</p>")
-        rows = [[html.escape(m), str(p.get("samples", 0)), fmt(p.get("psnr"), 1),
-                 str(p.get("exact", 0)), fmt(p.get("ssim"), 3), fmt(p.get("prior_ssim"), 3),
+        rows = [[html.escape(m), str(p.get("samples", 0)),
+                 _sd(p.get("psnr"), p.get("psnr_sd"), 1), str(p.get("exact", 0)),
+                 _sd(p.get("ssim"), p.get("ssim_sd"), 3), fmt(p.get("prior_ssim"), 3),
                  _pct(p.get("identifiability")), _pct(p.get("label_accuracy"))]
                 for m, p in rec["pooled"].items()]
-        out.append(table(["attack", "samples", "PSNR (dB, inexact)", "exact", "SSIM",
-                          "prior's SSIM", "identifiable", "labels right"], rows,
-                         text_cols=(0,)))
+        out.append(table(["attack", "samples", "PSNR (dB, inexact; mean ± sd)", "exact",
+                          "SSIM (mean ± sd)", "prior's SSIM", "identifiable", "labels right"],
+                         rows, text_cols=(0,)))
         out += [f"<p class=\"intro\">{html.escape(n)}</p>" for n in rec.get("notes", [])]
     return "".join(out)
 
