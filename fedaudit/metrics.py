@@ -213,7 +213,11 @@ def membership_metrics(scores: ArrayLike, members: ArrayLike) -> dict[str, Any]:
         When it exceeds 0.01 (or 0.001), the matching TPR is the TPR at FPR = 0.
     """
     s, m = _validate(scores, members)
-    fps, tps = _roc_counts(s, m)
+    return _summary(*_roc_counts(s, m))
+
+
+def _summary(fps: np.ndarray, tps: np.ndarray) -> dict[str, Any]:
+    """:func:`membership_metrics` from the ROC counts."""
     fpr, tpr = _rates(fps, tps)
     n_members = int(tps[-1])
     n_nonmembers = int(fps[-1])
@@ -243,7 +247,10 @@ def _midranks(x: np.ndarray) -> np.ndarray:
 def delong_placements(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """DeLong's placements ``(V10 over the members, V01 over the non-members)``
     (:mod:`fedaudit.intervals` gives the formula); their means are the AUC."""
-    s, m = _validate(scores, members)
+    return _placements(*_validate(scores, members))
+
+
+def _placements(s: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x, y = s[m == 1], s[m == 0]
     pooled = _midranks(np.concatenate([x, y]))
     v10 = (pooled[:len(x)] - _midranks(x)) / len(y)
@@ -256,8 +263,13 @@ def auc_interval(scores: ArrayLike, members: ArrayLike, auc: float | None = None
     """DeLong's ``level`` interval of the AUC of ``scores`` against ``members``
     (:mod:`fedaudit.intervals` gives the formula), centred on ``auc`` when given (the AUC
     of :func:`membership_metrics`; by default the placements' mean)."""
+    return _auc_interval(*_validate(scores, members), auc, level)
+
+
+def _auc_interval(s: np.ndarray, m: np.ndarray, auc: float | None,
+                  level: float) -> tuple[float, float]:
     level = check_level(level)
-    v10, v01 = delong_placements(scores, members)
+    v10, v01 = _placements(s, m)
     if len(v10) < 2 or len(v01) < 2:
         return 0.0, 1.0
     centre = float(v10.mean()) if auc is None else float(auc)
@@ -269,19 +281,13 @@ def auc_interval(scores: ArrayLike, members: ArrayLike, auc: float | None = None
 TPR_BOUNDS = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0p1pct_fpr": 0.001}
 
 
-def _tpr_verdicts(scores: ArrayLike, members: ArrayLike) -> tuple[str, ...]:
-    """The verdict of each TPR of :data:`TPR_BOUNDS` from the ROC point it is read at: k
-    members and j non-members above the threshold (:func:`threshold_verdict`)."""
-    s, m = _validate(scores, members)
-    fps, tps = _roc_counts(s, m)
+def _tpr_points(fps: np.ndarray, tps: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Per TPR of :data:`TPR_BOUNDS`, the ROC point it is read at: ``(k, j)``, the members
+    and non-members above the threshold (the point :func:`_tpr_at_fpr` reads: the last with
+    FPR <= bound, since fps and tps rise together)."""
     fpr, _ = _rates(fps, tps)
-    n_pos, n_neg = int(tps[-1]), int(fps[-1])
-    out = []
-    for bound in TPR_BOUNDS.values():
-        # the point _tpr_at_fpr reads: the last with FPR <= bound (fps and tps rise together)
-        at = int(np.flatnonzero(fpr <= bound)[-1])
-        out.append(threshold_verdict(int(tps[at]), int(fps[at]), n_pos, n_neg))
-    return tuple(out)
+    at = {name: int(np.flatnonzero(fpr <= bound)[-1]) for name, bound in TPR_BOUNDS.items()}
+    return {name: (int(tps[i]), int(fps[i])) for name, i in at.items()}
 
 
 @dataclass(frozen=True)
@@ -309,13 +315,16 @@ class MembershipMetrics:
     def of(cls, scores: ArrayLike, members: ArrayLike) -> "MembershipMetrics":
         """:func:`membership_metrics` of ``scores`` against ``members`` (same checks), with
         the intervals."""
-        m = membership_metrics(scores, members)
-        n = m["n_members"]
-        # tpr = k / n correctly rounded, so round(tpr * n) is k
-        cis = {f"{k}_ci": clopper_pearson(round(m[k] * n), n) for k in TPR_BOUNDS}
+        s, member = _validate(scores, members)
+        fps, tps = _roc_counts(s, member)  # once, for the metrics and the TPRs' points
+        m = _summary(fps, tps)
+        n, n_neg = m["n_members"], m["n_nonmembers"]
+        points = _tpr_points(fps, tps)
         return cls(**{f.name: m[f.name] for f in fields(cls)[:5]},
-                   auc_ci=auc_interval(scores, members, m["auc"]), n_members=n,
-                   tpr_verdicts=_tpr_verdicts(scores, members), **cis)
+                   auc_ci=_auc_interval(s, member, m["auc"], LEVEL), n_members=n,
+                   tpr_verdicts=tuple(threshold_verdict(k, j, n, n_neg)
+                                      for k, j in points.values()),
+                   **{f"{name}_ci": clopper_pearson(k, n) for name, (k, _) in points.items()})
 
     def verdicts(self) -> dict[str, str] | None:
         """Each metric against chance: the AUC's interval against 0.5
@@ -323,7 +332,8 @@ class MembershipMetrics:
         :func:`fedaudit.intervals.threshold_verdict`; None without them."""
         if self.auc_ci is None or self.tpr_verdicts is None:
             return None
-        return {"auc": chance_verdict(self.auc_ci, 0.5), **dict(zip(TPR_BOUNDS, self.tpr_verdicts))}
+        return {"auc": chance_verdict(self.auc_ci, 0.5),
+                **dict(zip(TPR_BOUNDS, self.tpr_verdicts))}
 
     def as_dict(self) -> dict[str, Any]:
         """The results.json entry: ``{"auc": ..., "tpr_at_1pct_fpr": ..., ...}``, then, when

@@ -11,7 +11,8 @@ from fedaudit.config.schema import BASE_SCHEMA, DEFAULT_ATTACKS, defaults, schem
 from fedaudit.errors import ScenarioError
 from fedaudit.scenario import sections_to_toml, to_toml
 
-__all__ = ["BASE_SCHEMA", "DEFAULT_ATTACKS", "PATH_KEYS", "ScenarioError", "bundled_scenarios", "defaults", "find_scenario", "from_toml",
+__all__ = ["BASE_SCHEMA", "DEFAULT_ATTACKS", "PATH_KEYS", "ScenarioError",
+           "bundled_scenarios", "defaults", "find_scenario", "from_toml",
            "load_scenario", "parse_override", "scenario_from_dict", "schema",
            "sections_to_toml", "to_toml", "validate"]
 

@@ -50,12 +50,14 @@ def test_a_bad_option_is_refused_naming_its_table():
 
 
 @pytest.mark.parametrize("overrides, match", [
-    (["federation.strategy=Bulyan", "federation.num_clients=6", "federation.Bulyan.num_malicious_nodes=1"],
+    (["federation.strategy=Bulyan", "federation.num_clients=6",
+      "federation.Bulyan.num_malicious_nodes=1"],
      r"^.*federation.Bulyan.num_malicious_nodes = 1: Bulyan needs at least 4f \+ 3 = 7 clients "
      r"per round, this scenario samples 6; allowed: 0..0$"),
     (["federation.strategy=Bulyan", "federation.num_clients=2"],
      r"federation.strategy = 'Bulyan' needs at least 3 clients per round; this scenario samples 2"),
-    (["federation.strategy=Krum", "federation.num_clients=6", "federation.Krum.num_malicious_nodes=2"],
+    (["federation.strategy=Krum", "federation.num_clients=6",
+      "federation.Krum.num_malicious_nodes=2"],
      r"federation.Krum.num_malicious_nodes = 2: Krum's guarantee needs more than 2f \+ 2 = 6 "
      r"clients per round, this scenario samples 6; allowed: 0..1$"),
     (["federation.strategy=MultiKrum", "federation.num_clients=4",

@@ -47,8 +47,8 @@ def _best(metrics: Metrics) -> tuple[str, MembershipMetrics] | None:
 def _uncertainty(a: MembershipMetrics) -> dict[str, Any]:
     """The best method's AUC interval and verdicts (when it has them): the threat matrix's
     cells carry them."""
-    return ({"auc_ci": list(a.auc_ci), "verdict": a.verdicts()}
-            if a.auc_ci is not None and a.verdicts() is not None else {})
+    verdicts = a.verdicts()  # None when the metrics have no intervals
+    return {"auc_ci": list(a.auc_ci), "verdict": verdicts} if verdicts else {}
 
 
 #: why the insider's best round is an upper bound, not an attack (results.json, report)
