@@ -7,10 +7,11 @@ question of what an attacker holds, with its own signature and its own registry:
 * :mod:`attacks.reconstruction` -- gradient inversion: one client's update of one round
   (:class:`attacks.update_case.UpdateCase`) in, its training images rebuilt out.
 
-A new family is a package here with its registry and its attacks, plus the audit stage
-that runs them on what its attacker position holds (``fedaudit/audit/stages/``), reading
-typed inputs -- the released models from the audit context, or what a server-side probe
-recorded each round (:mod:`fedaudit.probes`) -- docs/architecture.md section 5.
+A new family of attacks on updates is a package here with its registry, its attacks and one
+:class:`attacks.update_family.UpdateAttackFamily` registered (the audit runs it on the kept
+updates, and results.json, the console, ``compare``, the threat matrix and the report show
+it); a family that reads something else adds the audit stage that runs it on what its
+attacker position holds (``fedaudit/audit/stages/``) -- docs/architecture.md section 5.
 
 The membership family's registry and decorator stay importable from here
 (``attacks.register_attack``, ``attacks.ATTACKS``, ``attacks.Oracle``).

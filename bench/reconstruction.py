@@ -12,7 +12,7 @@ The attack's iteration is its whole call with ``iterations`` iterations divided 
 random: the cost does not depend on them.  Medians of interleaved repeats.
 
 :func:`parallel_jobs` -- R (client, round) jobs of a whole run on its W Ray actors
-(``reconstruction.runtime = "grid"``) against the same jobs one after another in the
+(``update_attacks.runtime = "grid"``) against the same jobs one after another in the
 ServerApp's process (``driver``): the stage's seconds (results.json
 ``reconstruction.seconds``) of two runs of the digits scenario with R clients, each with a
 fresh cache; the goal is a speed-up of min(R, W).  W is how many actors Ray runs at once:
@@ -132,8 +132,8 @@ def parallel_jobs(jobs: int = 8, iterations: int = 400, model: str = "cnn") -> d
                                overrides=[f"federation.num_clients={jobs}",
                                           f"model.name={model}",
                                           f"reconstruction.iterations={iterations}",
-                                          "reconstruction.label_methods=['bias-count']",
-                                          f"reconstruction.runtime={runtime}"])
+                                          "label_leakage.methods=['bias-count']",
+                                          f"update_attacks.runtime={runtime}"])
             rec = run.results["reconstruction"]
             out[f"{runtime}_seconds"] = rec["seconds"]
             out[f"{runtime}_ran_on"] = rec["ran_on"]

@@ -115,7 +115,8 @@ def utility(args, extra: list[str]) -> dict:
         t0 = time.perf_counter()
         run = fedaudit.run(args.scenario, out=tmp, progress=False, cache=Path(tmp) / "c",
                            overrides=[*args.overrides, *extra, *args.utility_overrides,
-                                      "reconstruction.enabled=false"])
+                                      "reconstruction.enabled=false",
+                                      "label_leakage.enabled=false"])
         return {"test_accuracy": run.results["model"]["test_accuracy"],
                 "epsilon": run.results.get("defense", {}).get("epsilon"),
                 "utility_run_seconds": time.perf_counter() - t0}

@@ -31,7 +31,7 @@ BASE = ["federation.num_clients=8", "data.client_samples=8", "train.batch_size=8
         "train.lr=0.1"]
 MAIN = ["federation.rounds=3", "attack.enabled=true", "reconstruction.iterations=200"]
 MALICIOUS = ["federation.rounds=1", "attack.enabled=false", "reconstruction.enabled=false",
-             "imprint.enabled=true", "imprint.bins=256"]
+             "label_leakage.enabled=false", "imprint.enabled=true", "imprint.bins=256"]
 DP_CLIENT = ["defense.kind=dp-client", "defense.noise_multiplier=1.0", "defense.clip_norm=0.5"]
 SECAGG = ["federation.aggregation=secagg+"]
 #: (column, overrides, whether the server sees each update)
@@ -60,7 +60,8 @@ def main(argv=None) -> None:
     for name, extra, sees in DEFENSES:
         targets = "['global','rounds','clients']" if sees else "['global','rounds']"
         main_set = [*BASE, *MAIN, *extra, f"attack.targets={targets}",
-                    f"reconstruction.enabled={'true' if sees else 'false'}"]
+                    f"reconstruction.enabled={'true' if sees else 'false'}",
+                    f"label_leakage.enabled={'true' if sees else 'false'}"]
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             res = fedaudit.run("reconstruction-digits", out=tmp, progress=False,

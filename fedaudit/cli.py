@@ -261,20 +261,12 @@ def _summary(results: dict, seconds: float) -> None:
                f"{link['mean_gnq_percentile']:.1f}" if link else "")
         console.print(f"secrets: mean exposure (bits) on the global model by repeats: {by}; "
                       f"{secrets['global']['extracted']} extracted{gnq}", highlight=False)
-    labels = results.get("label_leakage")
-    if labels:
-        by = ", ".join(f"{m} {p['label_accuracy']:.0%}" + (
-            " [{:.0%}, {:.0%}]".format(*p["label_accuracy_ci"]) if p.get("label_accuracy_ci")
-            else "") for m, p in labels["pooled"].items() if p.get("label_accuracy") is not None)
-        console.print(f"label leakage from {len(labels['cases'])} updates: label accuracy "
-                      f"{by} (95% intervals over the samples)", highlight=False)
-    rec = results.get("reconstruction")
-    if rec:
-        by = "; ".join(f"{m}: PSNR {p['psnr']:.1f} dB, SSIM {p['ssim']:.3f} (prior "
-                       f"{p['prior_ssim']:.3f}), {p['identifiability']:.0%} identifiable"
-                       for m, p in rec["pooled"].items() if p.get("samples")
-                       and p.get("psnr") is not None)
-        console.print(f"reconstruction from the updates: {by}", highlight=False)
+    from attacks.update_family import families
+
+    for fam in families():
+        section = results.get(fam.name)
+        if isinstance(section, dict) and (line := fam.console(section)):
+            console.print(line, highlight=False)
     mal = results.get("malicious_server")
     if mal and mal.get("samples"):
         console.print(f"malicious server (imprint, {mal['bins']} bins, {mal['aggregation']} "

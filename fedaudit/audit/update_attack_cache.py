@@ -1,6 +1,7 @@
 """The cache of the attacks on updates: a job's result under a key of everything that decides
-it (the start model and the update as received, the local-training recipe, the attacks,
-their options, budget and seed, the labels they get, fedaudit's and torch's versions), in
+it (the start model and the update as received, the local-training recipe, the family, its
+attacks, their options and the family's settings, the device, the client's true labels,
+fedaudit's and torch's versions), in
 ``$FEDAUDIT_CACHE/update-attacks`` (``fedaudit run --cache DIR``), like the reference
 models' cache (:mod:`fedaudit.audit.reference_models`).  A second run of the same scenario,
 or a report rebuilt with another metric, skips the optimisation; a run that stopped half
@@ -14,7 +15,6 @@ entry that does not load is recomputed.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -33,7 +33,7 @@ log = logging.getLogger("fedaudit")
 __all__ = ["cache_dir", "cache_key", "load_cached", "save_cached"]
 
 #: bumped when what a job computes changes without a change in its inputs
-_FORMAT = 1
+_FORMAT = 2
 
 
 def cache_dir() -> Path:
@@ -43,15 +43,14 @@ def cache_dir() -> Path:
 def cache_key(job: UpdateJob) -> str:
     """sha256 (40 hex digits) of what decides ``job``'s result."""
     sec = job.scenario.sections()
+    spec = job.spec
     recipe = {
         "format": _FORMAT, "fedaudit": __version__, "torch": torch.__version__,
         "model": sec["model"],
         "train": {k: v for k, v in sec["train"].items() if k != "device"},
         "num_examples": job.num_examples, "input_shape": list(job.input_shape),
-        "num_classes": job.num_classes, "label_methods": list(job.label_methods),
-        "methods": list(job.methods), "labels_from": job.labels_from,
-        "budget": dataclasses.asdict(job.budget) if job.budget is not None else None,
-        "options": job.options, "seed": job.seed,
+        "num_classes": job.num_classes, "family": job.family, "methods": list(spec.methods),
+        "options": spec.options, "settings": spec.settings, "device": spec.device,
     }
     h = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode())
     for state in (job.start, job.received):
@@ -59,8 +58,7 @@ def cache_key(job: UpdateJob) -> str:
             t = state[name].detach().cpu().contiguous()
             h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    if job.labels_from == "given":
-        h.update(np.ascontiguousarray(job.true_labels, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(spec.true_labels, dtype=np.int64).tobytes())
     return h.hexdigest()[:40]
 
 

@@ -1,8 +1,8 @@
-"""The attacks on updates, one job per kept (client, round) case: what the server holds
+"""The attacks on updates, one job per kept (client, round) case and family: what the server holds
 (:class:`attacks.update_case.UpdateCase`, built from the ``client-updates`` probe's files and
-the scenario's training recipe) in, the label-leakage guesses and the reconstructions out,
-scored against the client's true samples of the round -- the audit's ground truth, which
-no attack sees.
+the scenario's training recipe) in, each of the family's attacks' outputs out (scored later
+against the client's true samples of the round -- the audit's ground truth, which no
+attack sees: :mod:`fedaudit.audit.stages.update_attacks`).
 
 A job (:class:`UpdateJob`) is a plain, picklable value and :func:`run_update_job` a plain
 function of it, so a runner (:data:`UpdateJobRunner`) may ship jobs to other processes: the
@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from attacks.update_case import LocalTraining, UpdateCase
+from attacks.update_family import CaseOutput, JobSpec
 from fedaudit.scenario import Scenario
 
 __all__ = ["CaseResult", "UpdateJob", "UpdateJobRunner", "local_training", "run_in_process",
@@ -41,9 +40,12 @@ def local_training(scenario: Scenario, num_examples: int) -> LocalTraining:
 
 @dataclass(frozen=True)
 class UpdateJob:
-    """One (client, round) case and what to run on it."""
+    """One (client, round) case and one family's attacks to run on it
+    (:class:`attacks.update_family.JobSpec`)."""
 
     scenario: Scenario
+    #: the family's name (:data:`attacks.update_family.FAMILIES`)
+    family: str
     client: int
     round: int
     num_examples: int
@@ -51,30 +53,15 @@ class UpdateJob:
     num_classes: int
     start: dict[str, torch.Tensor]
     received: dict[str, torch.Tensor]
-    #: label-leakage attacks to run, in order (the first one's guess feeds the
-    #: reconstructions when ``labels_from == "guess"``)
-    label_methods: tuple[str, ...]
-    #: reconstruction attacks to run
-    methods: tuple[str, ...]
-    #: "guess" (the first label method's) or "given" (the client's true labels: an upper bound)
-    labels_from: str
-    #: the true labels of the client's samples (used only when ``labels_from == "given"``)
-    true_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    budget: Any = None
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    seed: int = 0
+    spec: JobSpec
 
 
 @dataclass(frozen=True)
-class CaseResult:
-    """What one job produced: each label method's guessed counts (and its info), each
-    reconstruction (``attacks.reconstruction.Reconstruction``) and the seconds spent."""
+class CaseResult(CaseOutput):
+    """What one job produced (:class:`attacks.update_family.CaseOutput`: per method, its
+    attack's output and seconds) and the family that produced it."""
 
-    client: int
-    round: int
-    guesses: dict[str, Any]
-    reconstructions: dict[str, Any]
-    seconds: dict[str, float]
+    family: str = ""
 
 
 def _case(job: UpdateJob) -> UpdateCase:
@@ -91,36 +78,23 @@ def _case(job: UpdateJob) -> UpdateCase:
                       box=(0.0, 1.0), loss=batch_loss)
 
 
-def _label_array(counts: np.ndarray) -> np.ndarray:
-    return np.repeat(np.arange(len(counts)), np.asarray(counts, dtype=np.int64))
-
-
 def run_update_job(job: UpdateJob) -> CaseResult:
-    """Every attack of ``job`` on its case, with one torch thread (the result does not
-    depend on the runner)."""
-    from attacks.label_leakage import LABEL_ATTACKS
-    from attacks.reconstruction import RECONSTRUCTIONS
+    """The family's attacks of ``job`` on its case, in order, each timed, with one torch
+    thread (the result does not depend on the runner)."""
+    from attacks.update_family import FAMILIES
 
+    family = FAMILIES.get(job.family)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         case = _case(job)
-        guesses, recs, seconds = {}, {}, {}
-        for name in job.label_methods:
+        prepared = family.prepare(case, job.spec)
+        outputs, seconds = {}, {}
+        for name in job.spec.methods:
             t0 = time.perf_counter()
-            guesses[name] = LABEL_ATTACKS.get(name)(case, **job.options.get(name, {}))
+            outputs[name] = family.attack(case, name, job.spec, prepared)
             seconds[name] = time.perf_counter() - t0
-        if job.methods:
-            labels = (np.sort(np.asarray(job.true_labels, dtype=np.int64))
-                      if job.labels_from == "given"
-                      else _label_array(guesses[job.label_methods[0]].counts))
-            for name in job.methods:
-                t0 = time.perf_counter()
-                recs[name] = RECONSTRUCTIONS.get(name)(
-                    case, num_samples=job.num_examples, labels=labels, budget=job.budget,
-                    seed=job.seed, **job.options.get(name, {}))
-                seconds[name] = time.perf_counter() - t0
-        return CaseResult(job.client, job.round, guesses, recs, seconds)
+        return CaseResult(job.client, job.round, outputs, seconds, family=job.family)
     finally:
         torch.set_num_threads(threads)
 

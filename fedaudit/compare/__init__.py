@@ -26,10 +26,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedaudit.compare.cells import (AUDIT_COLUMNS, POSITION_COLUMNS, UPDATE_ATTACK_COLUMNS,
+from fedaudit.compare.cells import (AUDIT_COLUMNS, POSITION_COLUMNS,
                                     UPPER_BOUND_COLUMN, attack_cells, defense_of,
                                     epsilon_lower_bound_of, epsilon_of, mean_finite_rqn,
-                                    position_cells, update_attack_cells)
+                                    position_cells, update_attack_cells,
+                                    update_attack_columns)
 from fedaudit.errors import ScenarioError
 from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
 from fedaudit.rundir.layout import RESULTS_NAME, RUN_MARKERS
@@ -132,7 +133,7 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
     metric = [f"{m}{s}" for m in methods for s in metric_sfx]
     tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN,
-                        *UPDATE_ATTACK_COLUMNS) if k in keys]
+                        *update_attack_columns()) if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
             and k not in ("error", *AUDIT_COLUMNS)]
     base = [k for k in BASE_COLUMNS if k in keys]

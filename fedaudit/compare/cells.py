@@ -1,6 +1,6 @@
 """The cells of a compare row read from one run's results.json: its defense and epsilon,
 the DP audit's lower bounds, each attack's AUC and TPR, the attack positions' best AUCs,
-and what the server rebuilt from the updates (``rec_*``, ``label_accuracy``)."""
+and each family of attacks on updates' own columns (``rec_*``, ``label_accuracy`` ...)."""
 
 from __future__ import annotations
 
@@ -70,24 +70,22 @@ def position_cells(r: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
-#: results.json ``reconstruction`` / ``label_leakage`` -> compare columns: the first
-#: method's pooled numbers (PSNR in dB over the inexact reconstructions, SSIM, its gain
-#: over the dataset-mean prior, identifiability) and the first label attack's accuracy
-UPDATE_ATTACK_COLUMNS = {"rec_psnr": "psnr", "rec_ssim": "ssim", "rec_ssim_gain": "ssim_gain",
-                         "rec_identifiability": "identifiability",
-                         "label_accuracy": "label_accuracy"}
+def update_attack_columns() -> list[str]:
+    """Every family's columns, in the families' order."""
+    from attacks.update_family import families
+
+    return [c for fam in families() for c in fam.column_names]
 
 
 def update_attack_cells(r: dict[str, Any]) -> dict[str, float | None]:
-    """The ``rec_*`` and ``label_accuracy`` columns, or ``{}`` for a run without them."""
+    """Each family of attacks on updates' columns (:meth:`attacks.update_family.
+    UpdateAttackFamily.columns`: reconstruction's ``rec_*``, label leakage's
+    ``label_accuracy`` ...), or ``{}`` for a run without them."""
+    from attacks.update_family import families
+
     out: dict[str, float | None] = {}
-    rec = r.get("reconstruction")
-    if isinstance(rec, dict) and rec.get("methods"):
-        pooled = (rec.get("pooled") or {}).get(rec["methods"][0]) or {}
-        out.update({col: num(pooled.get(key)) for col, key in UPDATE_ATTACK_COLUMNS.items()
-                    if col.startswith("rec_")})
-    labels = r.get("label_leakage")
-    if isinstance(labels, dict) and labels.get("methods"):
-        pooled = (labels.get("pooled") or {}).get(labels["methods"][0]) or {}
-        out["label_accuracy"] = num(pooled.get("label_accuracy"))
+    for fam in families():
+        section = r.get(fam.name)
+        if isinstance(section, dict):
+            out.update({col: num(v) for col, v in fam.columns(section).items()})
     return out

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedaudit.rundir.threat_matrix import FAMILIES, MEASURED, threat_matrix
+from fedaudit.rundir.threat_matrix import MEASURED, families, threat_matrix
 from fedaudit.compare.cells import defense_of
 from fedaudit.rundir.reading import load_run
 
@@ -51,13 +51,15 @@ def matrix_table(cols: list[tuple[str, dict]], title: str = "threat-model matrix
     for label, _ in cols:
         t.add_column(label, overflow="fold")
     positions = list(cols[0][1]) if cols else []
+    fams = families()
     for pos in positions:
-        for fam in FAMILIES:
+        for fam in fams:
             cells = []
             for _, m in cols:
-                c = m[pos][fam]
-                cells.append(c.text if c.status == MEASURED else f"[dim]{c.status}[/dim]")
-            t.add_row(pos if fam == FAMILIES[0] else "", fam, *cells)
+                c = m[pos].get(fam)
+                cells.append("[dim]not measured[/dim]" if c is None else c.text
+                             if c.status == MEASURED else f"[dim]{c.status}[/dim]")
+            t.add_row(pos if fam == fams[0] else "", fam, *cells)
     return t
 
 

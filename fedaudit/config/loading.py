@@ -27,6 +27,22 @@ from fedaudit.options import check_value as _check_value
 from fedaudit.scenario import Scenario, sections_to_toml, to_toml  # noqa: F401 - re-exported
 
 
+#: keys that moved (issue 48: label leakage got its own table, the jobs' runtime one for
+#: every family): old dotted path -> where it is now
+MOVED = {"reconstruction.label_methods": "label_leakage.methods (with [label_leakage] "
+                                         "enabled = true)",
+         "reconstruction.runtime": "update_attacks.runtime",
+         "reconstruction.device": "update_attacks.device"}
+
+
+def _unknown_key(where: str, path: str, section: str, allowed: str) -> ScenarioError:
+    """The error for an unknown key: where it moved to, or what ``section`` allows."""
+    if path in MOVED:
+        return ScenarioError(f"{where}: {path} moved to {MOVED[path]}")
+    return ScenarioError(f"{where}: unknown key {path!r}"
+                         + (f"; allowed in [{section}]: {allowed}" if allowed else ""))
+
+
 def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """Map nested TOML tables to {dotted section: {key: value}}; reject unknown names."""
     out: dict[str, dict[str, Any]] = {}
@@ -47,8 +63,7 @@ def _flatten_sections(raw: dict[str, Any], source: str) -> dict[str, dict[str, A
             else:
                 if prefix:
                     allowed = ", ".join(SCHEMA[prefix]) if prefix in SCHEMA else ""
-                    raise ScenarioError(f"{source}: unknown key {path!r}"
-                                        + (f"; allowed in [{prefix}]: {allowed}" if allowed else ""))
+                    raise _unknown_key(source, path, prefix, allowed)
                 raise ScenarioError(f"{source}: unknown table [{path}]; allowed: "
                                     + ", ".join(SCHEMA))
     walk("", raw)
@@ -68,8 +83,7 @@ def validate(sections: dict[str, dict[str, Any]], source: str = "scenario",
         for key, value in values.items():
             where = origins.get((sec, key), source)
             if key not in fields:
-                raise ScenarioError(f"{where}: unknown key '{sec}.{key}'; allowed in "
-                                    f"[{sec}]: " + ", ".join(fields))
+                raise _unknown_key(where, f"{sec}.{key}", sec, ", ".join(fields))
             resolved[sec][key] = _check_value(f"{where}: {sec}.{key}", fields[key], value)
     regs = registries()
     if "methods" not in sections.get("attack", {}) and \
@@ -98,8 +112,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
         raise ScenarioError(f"--set {text!r}: unknown table [{section}]; allowed: "
                             + ", ".join(SCHEMA))
     if key not in SCHEMA[section]:
-        raise ScenarioError(f"--set {text!r}: unknown key '{path}'; allowed in [{section}]: "
-                            + ", ".join(SCHEMA[section]))
+        raise _unknown_key(f"--set {text!r}", path, section, ", ".join(SCHEMA[section]))
     raw = raw.strip()
     try:
         value = tomllib.loads(f"v = {raw}")["v"]

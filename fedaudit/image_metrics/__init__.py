@@ -40,11 +40,11 @@ from scipy.optimize import linear_sum_assignment
 from skimage.metrics import structural_similarity
 
 from fedaudit.image_metrics.pooled import (EXACT_PSNR_CAP, PooledReconstructionMetrics,
-                                           pool_metrics)
+                                           pool_metrics, ssim_window)
 
 __all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "ReconstructionMetrics",
            "identifiability", "match", "pool_metrics", "prior_leakage", "psnr",
-           "reconstruction_metrics", "ssim"]
+           "reconstruction_metrics", "ssim", "ssim_window"]
 
 DEFAULT_WIN_SIZE = 11  # Wang et al. 2004, section III.C: 11x11 Gaussian, sigma 1.5
 

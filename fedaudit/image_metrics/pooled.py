@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "pool_metrics"]
+__all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "pool_metrics", "ssim_window"]
+
+
+def ssim_window(shape: tuple[int, ...]) -> int:
+    """The SSIM window the audits use for images of ``shape`` (``(..., H, W)``): Wang et
+    al.'s 11 x 11, or the largest odd one that fits smaller images (the digits' 8 x 8: 7)."""
+    side = min(shape[-2:])
+    return 11 if side >= 11 else side - 1 + side % 2
 
 
 #: the PSNR (dB) an exact reconstruction (infinite PSNR) counts as in a median: far above

@@ -1,6 +1,7 @@
-"""``client-updates``: the cases of the attacks on updates (label leakage, reconstruction;
-the ``reconstruction`` audit stage asks for this probe): for the clients and rounds the
-scenario's ``[reconstruction]`` table selects, the global model the server sent, each kept
+"""``client-updates``: the cases of the attacks on updates (the families of
+:mod:`attacks.update_family`; the ``update-attacks`` audit stage asks for this probe): for
+the clients and rounds any enabled family's table selects (``[label_leakage]``,
+``[reconstruction]`` ...: ``clients``, ``rounds``), the global model the server sent, each kept
 client's model as received and the num_examples its reply declared, under
 ``updates/round-NNNN/``.  :func:`kept_cases` and :func:`load_case` read them back.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks.update_family import enabled_families
 from fedaudit.probes.base import Probe, RoundRecord, RoundView, register_probe
 from fedaudit.rundir import load_checkpoint
 from fedaudit.rundir.layout import (UPDATES_DIR, update_clients_path, update_model_path,
@@ -34,7 +36,7 @@ class UpdateSelection:
 
     @classmethod
     def of(cls, table: Mapping[str, Any], total: int) -> "UpdateSelection":
-        """From the ``[reconstruction]`` table (``clients``: [] = every client)."""
+        """From a family's table (``clients``: [] = every client)."""
         clients = tuple(table["clients"]) or None
         rounds = table["rounds"]
         return cls(clients, rounds if isinstance(rounds, str) else tuple(rounds), total)
@@ -60,9 +62,12 @@ class ClientUpdates(Probe):
 
     def on_round(self, view: RoundView, record: RoundRecord) -> None:
         s = self.run.scenario
-        select = UpdateSelection.of(s.stages["reconstruction"], s.federation.rounds)
-        kept = [r for r in view.replies if select.keeps_client(r.client)]
-        if not kept or not select.keeps_round(record.round):
+        selects = [UpdateSelection.of(s.stages[f.name], s.federation.rounds)
+                   for f in enabled_families(s)]
+        kept = [r for r in view.replies
+                if any(x.keeps_client(r.client) and x.keeps_round(record.round)
+                       for x in selects)]
+        if not kept:
             return
         run_dir = record.run_dir
         record.save_state(update_start_path(run_dir, record.round),

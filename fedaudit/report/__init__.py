@@ -28,7 +28,8 @@ from pathlib import Path
 # the figure modules register their figures on import, in report order
 from fedaudit.report import fig_training, fig_attacks, fig_curves  # noqa: F401
 from fedaudit.report import fig_gnq, fig_quantization, fig_positions  # noqa: F401
-from fedaudit.report import fig_secrets, fig_reconstruction, fig_threats  # noqa: F401
+from fedaudit.report import fig_secrets, fig_update_attacks  # noqa: F401
+from fedaudit.report import fig_reconstruction, fig_threats  # noqa: F401
 from fedaudit.report.registry import FIGURES, render_figure
 from fedaudit.report.sections import SECTIONS, section_header
 from fedaudit.report.style import CSS

@@ -1,72 +1,16 @@
-"""Report section "What the server rebuilds" (results.json ``label_leakage``,
-``reconstruction``; ``reconstructions.npz``): the label-leakage and reconstruction attacks
-on the clients' updates (:mod:`fedaudit.audit.stages.reconstruction`) -- the tables, the
-reconstructions beside the true samples they were matched to, and the leakage per client
-and round."""
+"""The reconstructions' figures (``reconstructions.npz``) in the report's section on the
+attacks on updates (:mod:`fedaudit.report.fig_update_attacks`): the reconstructions beside
+the true samples they were matched to, and the leakage per client and round."""
 
 from __future__ import annotations
 
-import html
-from typing import Any
-
 import numpy as np
 
-from fedaudit.report.format import fmt, table
+from fedaudit.report.fig_update_attacks import SECTION
+from fedaudit.report.format import fmt
 from fedaudit.report.registry import Absent, figure, new_figure
-from fedaudit.report.sections import register_section
 from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
 from fedaudit.rundir.reading import RunData
-
-
-def _pct(v: Any) -> str:
-    return "–" if v is None else f"{100 * v:.0f}%"
-
-
-def _pct_ci(v: Any, ci: Any) -> str:
-    """A share with its 95 % interval (results.json ``[low, high]``), when there is one."""
-    if not (isinstance(ci, list) and len(ci) == 2):
-        return _pct(v)
-    return f"{_pct(v)} [{_pct(ci[0])}, {_pct(ci[1])}]"
-
-
-def _sd(v: Any, sd: Any, digits: int) -> str:
-    """A mean ± its spread (results.json ``*_sd``), when there is one."""
-    return fmt(v, digits) if sd is None else f"{fmt(v, digits)} ± {fmt(sd, digits)}"
-
-
-def section_reconstruction(run: RunData) -> str:
-    labels = run.results.get("label_leakage")
-    rec = run.results.get("reconstruction")
-    if not labels and not rec:
-        return ""
-    tm = (rec or labels)["threat_model"]
-    out = [f"<p>Threat model: an {html.escape(tm['position'])} that knows "
-           f"{html.escape('; '.join(tm['knows']))}, and not "
-           f"{html.escape('; '.join(tm['does_not_know']))}.</p>"]
-    if labels:
-        rows = [[html.escape(m), str(p["cases"]), _pct(p["label_accuracy"]),
-                 _pct_ci(p.get("labels_recovered", 0) / p["labels"] if p.get("labels") else None,
-                         p.get("label_accuracy_ci")),
-                 fmt(p["count_error"], 2)] for m, p in labels["pooled"].items()]
-        out.append(table(["label attack", "updates", "label accuracy (multiset)",
-                          "labels recovered [95% CI]", "mean count error"], rows,
-                         text_cols=(0,)))
-    if rec:
-        b = rec["budget"]
-        out.append(f"<p>Reconstruction: labels from {html.escape(rec['labels_from'])}; "
-                   f"{b['iterations']} iterations x {b['restarts']} restart(s); SSIM window "
-                   f"{rec.get('ssim_window')}; prior: {html.escape(rec['prior'])}; "
-                   f"{fmt(rec['seconds'], 1)} s.</p>")
-        rows = [[html.escape(m), str(p.get("samples", 0)),
-                 _sd(p.get("psnr"), p.get("psnr_sd"), 1), str(p.get("exact", 0)),
-                 _sd(p.get("ssim"), p.get("ssim_sd"), 3), fmt(p.get("prior_ssim"), 3),
-                 _pct(p.get("identifiability")), _pct(p.get("label_accuracy"))]
-                for m, p in rec["pooled"].items()]
-        out.append(table(["attack", "samples", "PSNR (dB, inexact; mean ± sd)", "exact",
-                          "SSIM (mean ± sd)", "prior's SSIM", "identifiable", "labels right"],
-                         rows, text_cols=(0,)))
-        out += [f"<p class=\"intro\">{html.escape(n)}</p>" for n in rec.get("notes", [])]
-    return "".join(out)
 
 
 def _rows(run: RunData) -> dict[str, np.ndarray]:
@@ -77,7 +21,7 @@ def _rows(run: RunData) -> dict[str, np.ndarray]:
     return rows
 
 
-@figure("reconstruction_pictures", "reconstruction", "Reconstructions beside the originals",
+@figure("reconstruction_pictures", SECTION, "Reconstructions beside the originals",
         "Per attack and client (its first attacked round): the reconstructions with the best, "
         "the median and the worst PSNR (each once: fewer for a client of 1 or 2 samples; bottom "
         "row of each pair) under the true sample each "
@@ -117,7 +61,7 @@ def fig_pictures(run: RunData):
     return fig
 
 
-@figure("reconstruction_leakage", "reconstruction", "Leakage per client and round",
+@figure("reconstruction_leakage", SECTION, "Leakage per client and round",
         "Mean SSIM of each client's reconstructions with its true samples, per attacked "
         "round (first attack listed); blank: not attacked. Darker is more of the client's "
         "data rebuilt.")
@@ -143,10 +87,3 @@ def fig_leakage(run: RunData):
     ax.set_title(m)
     fig.colorbar(im, ax=ax, label="mean SSIM")
     return fig
-
-
-register_section("reconstruction", "What the server rebuilds",
-                 "The server's attacks on each client's update (issue 39): which labels "
-                 "the client trained on, and its training images rebuilt by matching the "
-                 "update, against the client's true samples of the round.",
-                 html=section_reconstruction)

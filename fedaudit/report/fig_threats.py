@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from fedaudit.rundir.threat_matrix import FAMILIES, MEASURED, POSITIONS, threat_matrix
+from fedaudit.rundir.threat_matrix import MEASURED, POSITIONS, families, threat_matrix
 from fedaudit.report.format import table
 from fedaudit.report.sections import register_section
 from fedaudit.rundir.reading import RunData
@@ -24,9 +24,10 @@ def section_threats(run: RunData) -> str:
     m = threat_matrix(run.results)
     if not any(c.status == MEASURED for row in m.values() for c in row.values()):
         return ""
-    rows = [[html.escape(pos), html.escape(POSITIONS[pos]), *(_cell(m[pos][f]) for f in FAMILIES)]
+    fams = families()
+    rows = [[html.escape(pos), html.escape(POSITIONS[pos]), *(_cell(m[pos][f]) for f in fams)]
             for pos in m]
-    out = [table(["position", "sees", *FAMILIES], rows, text_cols=(0, 1, 2, 3, 4))]
+    out = [table(["position", "sees", *fams], rows, text_cols=tuple(range(2 + len(fams))))]
     mal = run.results.get("malicious_server")
     if isinstance(mal, dict) and mal.get("samples"):
         out.append(f"<p>Malicious server (imprint block, {mal['bins']} bins, "

@@ -1,17 +1,20 @@
 """The threat-model matrix of one run (issue 40): which attack survives which position.
 
-Rows are the attacker's positions, columns the attack families; each cell holds the
+Rows are the attacker's positions, columns the attack families (membership, then each
+family of attacks on updates: :mod:`attacks.update_family`); each cell holds the
 strongest figure the run measured for that position and family, or says why there is
 none: ``not possible`` (the position sees nothing that family attacks: an outsider holds
 no update; under secure aggregation the server holds no client's update) or ``not
 measured`` (the position could attack, this run did not).  Read from results.json alone
-(``attack_positions``, ``label_leakage``, ``reconstruction``, ``malicious_server``, the
-scenario's ``federation.aggregation``), so ``fedaudit compare`` can rebuild it for old runs.
+(``attack_positions``, each family's section, ``malicious_server``, the scenario's
+``federation.aggregation``), so ``fedaudit compare`` can rebuild it for old runs.
 
 Figures: membership -- the best attack's pooled AUC and TPR at 1 % FPR at that position;
-label leakage -- the first label attack's pooled accuracy (labels as a multiset);
-reconstruction -- the first reconstruction's pooled PSNR (dB) and identifiability, or the
-malicious server's share of the round's samples read back near-exactly.
+a family of attacks on updates -- its :meth:`~attacks.update_family.UpdateAttackFamily.cell`
+at the positions it declares (label leakage: the first label attack's pooled accuracy;
+reconstruction: the first reconstruction's pooled PSNR in dB and identifiability); the
+malicious server's reconstruction -- its share of the round's samples read back
+near-exactly.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["FAMILIES", "POSITIONS", "Cell", "matrix_json", "threat_matrix"]
+from attacks.update_family import EACH_UPDATE
 
-#: the attack families (columns)
-FAMILIES = ("membership", "label leakage", "reconstruction")
+__all__ = ["POSITIONS", "Cell", "families", "matrix_json", "threat_matrix"]
+
+#: the malicious server's own results fill these columns (results.json ``malicious_server``)
+MALICIOUS_SERVER = ("reconstruction",)
 #: the positions (rows) and what each sees
 POSITIONS = {
     "outsider": "the released model",
     "insider": "every round's global model",
-    "curious server (each update)": "each client's update, as received",
+    EACH_UPDATE: "each client's update, as received",
     "curious server (aggregate only)": "each round's aggregate (secure aggregation)",
     "malicious server": "the aggregate of a model it modified",
 }
@@ -77,28 +82,13 @@ def _membership(p: dict | None, what: str) -> Cell:
                 interval=list(ci) if isinstance(ci, list) else None, verdict=verdict)
 
 
-def _first_pooled(section: Any) -> dict | None:
-    if not isinstance(section, dict) or not section.get("methods"):
-        return None
-    return (section.get("pooled") or {}).get(section["methods"][0])
-
-
-def _labels(results: dict) -> Cell:
-    pooled = _first_pooled(results.get("label_leakage"))
-    if not pooled or pooled.get("label_accuracy") is None:
-        return Cell(NOT_MEASURED, why="reconstruction.enabled = false (no label attack)")
-    acc = float(pooled["label_accuracy"])
-    return Cell(MEASURED, acc, f"label acc {acc:.2f} ({results['label_leakage']['methods'][0]})")
-
-
-def _reconstruction(results: dict) -> Cell:
-    pooled = _first_pooled(results.get("reconstruction"))
-    if not pooled or not pooled.get("samples"):
-        return Cell(NOT_MEASURED, why="reconstruction.enabled = false (no reconstruction)")
-    psnr, ident = pooled.get("psnr"), pooled.get("identifiability")
-    text = (f"PSNR {psnr:.1f} dB" if psnr is not None else "exact") + \
-        (f", {ident:.0%} identifiable" if ident is not None else "")
-    return Cell(MEASURED, None if psnr is None else float(psnr), text)
+def _family_cell(fam: Any, results: dict) -> Cell:
+    section = results.get(fam.name)
+    head = fam.cell(section) if isinstance(section, dict) else None
+    if head is None:
+        return Cell(NOT_MEASURED, why=f"{fam.name}.enabled = false (no {fam.title} attack)")
+    return Cell(MEASURED, head.figure, head.text, interval=head.interval,
+                verdict=head.verdict)
 
 
 def _malicious(results: dict) -> Cell:
@@ -110,8 +100,17 @@ def _malicious(results: dict) -> Cell:
                 f"{m['expected_share']:.0%}; {m['bins']} bins)")
 
 
+def families() -> tuple[str, ...]:
+    """The columns: membership, then each family of attacks on updates' title."""
+    from attacks.update_family import families as update_families
+
+    return ("membership", *(f.title for f in update_families()))
+
+
 def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
     """position -> family -> :class:`Cell` for one run's results.json (module docstring)."""
+    from attacks.update_family import families as update_families
+
     scen = results.get("scenario") if isinstance(results.get("scenario"), dict) else {}
     fed = scen.get("federation") if isinstance(scen.get("federation"), dict) else {}
     secure = fed.get("aggregation", "plain") != "plain"
@@ -123,24 +122,30 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
     insider = _membership(_position(results, "insider"), "every round's model")
     matrix = {
         "outsider": {"membership": _membership(_position(results, "outsider"),
-                                               "the released model"),
-                     "label leakage": no_update, "reconstruction": no_update},
-        "insider": {"membership": insider, "label leakage": aggregate_only,
-                    "reconstruction": aggregate_only},
-        "curious server (each update)": (
-            {f: hidden for f in FAMILIES} if secure else
-            {"membership": _membership(_position(results, "curious server"),
-                                       "each client's model"),
-             "label leakage": _labels(results), "reconstruction": _reconstruction(results)}),
+                                               "the released model")},
+        "insider": {"membership": insider},
+        EACH_UPDATE: {"membership": hidden if secure else _membership(
+            _position(results, "curious server"), "each client's model")},
         "curious server (aggregate only)": {  # the aggregates are the rounds' models
             "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
                                 interval=insider.interval, verdict=insider.verdict)
-                           if insider.status == MEASURED else insider),
-            "label leakage": aggregate_only, "reconstruction": aggregate_only},
-        "malicious server": {"membership": Cell(NOT_MEASURED, why="not implemented"),
-                             "label leakage": Cell(NOT_MEASURED, why="not implemented"),
-                             "reconstruction": _malicious(results)},
+                           if insider.status == MEASURED else insider)},
+        "malicious server": {"membership": Cell(NOT_MEASURED, why="not implemented")},
     }
+    for fam in update_families():
+        measured = _family_cell(fam, results)
+        for pos, row in matrix.items():
+            if pos == "outsider":
+                row[fam.title] = no_update
+            elif pos == "malicious server":
+                row[fam.title] = (_malicious(results) if fam.title in MALICIOUS_SERVER
+                                  else Cell(NOT_MEASURED, why="not implemented"))
+            elif pos == EACH_UPDATE and secure:
+                row[fam.title] = hidden
+            elif pos in fam.positions:
+                row[fam.title] = measured
+            else:
+                row[fam.title] = aggregate_only
     return matrix
 
 

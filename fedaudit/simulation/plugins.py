@@ -68,8 +68,12 @@ def user_plugins() -> list[PluginEntry]:
     from fedaudit.config.schema import registries
 
     registries()  # the built-in entries of every registry the schema reads are in
+    # a registry that a plug-in defines itself (a new family's attacks) is not looked up
+    # by its module in the worker: it travels, pickled by value, inside the plug-in that
+    # holds it
     return [PluginEntry(reg.kind, reg.module, e.key, e.obj, dict(e.meta))
-            for reg in loaded_registries() for e in reg.added()]
+            for reg in loaded_registries()
+            if reg.module.split(".")[0] in IMPORTED_PACKAGES for e in reg.added()]
 
 
 class RegisterPlugins:

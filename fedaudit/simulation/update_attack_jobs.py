@@ -1,4 +1,4 @@
-"""The attacks on updates (label leakage, reconstruction: :mod:`fedaudit.audit.update_attacks`)
+"""The attacks on updates (every family's jobs: :mod:`fedaudit.audit.update_attacks`)
 on the run's Ray actors: each (client, round) job goes out through the run's Flower grid as
 a ``query.update_attack`` message, a client actor runs it and replies with its result, so
 W actors (``federation.client_resources``) run W jobs at once, on the actors' devices.
@@ -7,7 +7,7 @@ The job and its result travel pickled inside the message.  That is why the handl
 registered only on the simulation's ClientApp (:func:`simulation_client_app`): there the
 driver and the actors are one user's processes that already exchange pickles (Ray ships
 the ClientApp itself pickled); a deployed SuperNode never unpickles what a server sends.
-``reconstruction.runtime = "auto"`` therefore uses the grid only in simulation and runs the
+``update_attacks.runtime = "auto"`` therefore uses the grid only in simulation and runs the
 jobs in the ServerApp's process when deployed (as the reference models do).
 """
 
@@ -56,7 +56,7 @@ class GridJobRunner:
     run's choice: no limit, since a job's time grows with the budget; an actor that dies
     gets Flower's error reply) is an error."""
 
-    #: where the jobs ran (results.json ``reconstruction.ran_on``)
+    #: where the jobs ran (results.json ``<family>.ran_on``)
     where = "the run's Ray actors (Flower's simulation grid)"
     #: the jobs run in other processes (the actors: their GPUs are
     #: ``federation.client_resources.num_gpus``)
@@ -102,16 +102,16 @@ def _result(reply: Message) -> CaseResult | str:
 
 
 def update_job_runner(scenario: Scenario, grid: Grid | None) -> UpdateJobRunner:
-    """Where the run's update jobs go (``reconstruction.runtime``): ``grid`` (the run's
+    """Where the run's update jobs go (``update_attacks.runtime``): ``grid`` (the run's
     Ray actors), ``driver`` (this process, one job after another), ``auto`` (grid in
     simulation, i.e. when ``grid`` is Flower's in-memory grid; driver when deployed)."""
-    runtime = scenario.stages["reconstruction"]["runtime"]
+    runtime = scenario.stages["update_attacks"]["runtime"]
     in_memory = grid is not None and hasattr(grid, "pull_interval")
     if runtime == "auto":
         runtime = "grid" if in_memory else "driver"
     if runtime == "grid" and not in_memory:
         if grid is not None:
-            log.warning("reconstruction.runtime = 'grid' needs the simulation's grid "
+            log.warning("update_attacks.runtime = 'grid' needs the simulation's grid "
                         "(a deployed SuperNode does not run the audit's jobs); running "
                         "them in the ServerApp's process")
         return run_in_process

@@ -4,13 +4,14 @@ is a one-line error, the cache keys on what decides a result and survives a dama
 entry."""
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 from flwr.app import Context, Error, Message, RecordDict
 
-from attacks.reconstruction import Budget
+from attacks.update_family import JobSpec
 from fedaudit.audit import update_attack_cache as cache
 from fedaudit.audit.update_attacks import UpdateJob, run_in_process, run_update_job
 from fedaudit.config import load_scenario
@@ -21,19 +22,25 @@ from fedaudit.simulation.update_attack_jobs import GridJobRunner, attack_update
 SHAPE, CLASSES = (1, 8, 8), 10
 
 
-def _job(seed: int = 0, *, lr: float = 0.05, iterations: int = 5, methods=("dlg",),
-         model: str = "mlp") -> UpdateJob:
+def _job(update_seed: int = 0, *, lr: float = 0.05, iterations: int = 5, methods=("dlg",),
+         model: str = "mlp", family: str = "reconstruction", **settings) -> UpdateJob:
     """A client of 2 digits-sized samples whose update is one SGD step of lr on a made-up
-    gradient (random, seeded): enough for the attacks to run; their quality is tested
-    elsewhere."""
+    gradient (random, seeded by ``update_seed``): enough for the attacks to run; their quality is tested
+    elsewhere.  The reconstruction family's job takes its labels from bias-count's guess."""
     scenario = load_scenario("reconstruction-digits")
     net = image_model(scenario.model, SHAPE, CLASSES, seed=0)
     start = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(update_seed)
     received = {k: v - lr * torch.randn(v.shape, generator=g) for k, v in start.items()}
-    return UpdateJob(scenario, 0, 1, 2, SHAPE, CLASSES, start, received, ("bias-count",),
-                     tuple(methods), "guess", np.array([3, 7]), Budget(iterations=iterations),
-                     {}, 0)
+    base = ({"labels": "guess", "max_samples": 16, "iterations": iterations, "restarts": 1,
+             "lr": 0.0, "seed": 0, "label_method": "bias-count", "label_options": {}}
+            if family == "reconstruction" else {})
+    spec = JobSpec(tuple(methods), {}, {**base, **settings}, np.array([3, 7]))
+    return UpdateJob(scenario, family, 0, 1, 2, SHAPE, CLASSES, start, received, spec)
+
+
+def _with(job: UpdateJob, **spec) -> UpdateJob:
+    return replace(job, spec=replace(job.spec, **spec))
 
 
 class FakeGrid:
@@ -74,19 +81,20 @@ def _in_a_flower_task():
 
 
 def _same(a, b):
-    assert a.client == b.client and a.round == b.round
-    assert a.guesses.keys() == b.guesses.keys() and a.reconstructions.keys() == b.reconstructions.keys()
-    for m in a.guesses:
-        np.testing.assert_array_equal(a.guesses[m].counts, b.guesses[m].counts)
-    for m in a.reconstructions:
+    assert (a.client, a.round, a.family) == (b.client, b.round, b.family)
+    assert a.outputs.keys() == b.outputs.keys() and a.outputs
+    for m in a.outputs:
+        if a.family == "label_leakage":
+            np.testing.assert_array_equal(a.outputs[m].counts, b.outputs[m].counts)
+            continue
         # bit-identical: the same arithmetic on the same thread count (one per job)
-        np.testing.assert_array_equal(a.reconstructions[m].images, b.reconstructions[m].images)
-        np.testing.assert_array_equal(a.reconstructions[m].labels, b.reconstructions[m].labels)
-        assert a.reconstructions[m].loss == b.reconstructions[m].loss
+        np.testing.assert_array_equal(a.outputs[m].images, b.outputs[m].images)
+        np.testing.assert_array_equal(a.outputs[m].labels, b.outputs[m].labels)
+        assert a.outputs[m].loss == b.outputs[m].loss
 
 
 def test_the_grid_runner_gives_what_the_job_gives_in_process():
-    jobs = [_job(0), _job(1), _job(2)]
+    jobs = [_job(0), _job(1), _job(2, family="label_leakage", methods=("bias-count", "llg"))]
     grid = FakeGrid()
     got = dict(GridJobRunner(grid)(jobs))
     assert sorted(got) == [0, 1, 2]
@@ -99,7 +107,7 @@ def test_the_grid_runner_gives_what_the_job_gives_in_process():
 
 def test_a_failed_job_is_a_one_line_error_and_the_others_finish():
     jobs = [_job(0), _job(1, model="mlp"), _job(2)]
-    bad = UpdateJob(**{**jobs[1].__dict__, "methods": ("no-such-attack",)})
+    bad = _with(jobs[1], methods=("no-such-attack",))
     got = dict(run_in_process([jobs[0], bad, jobs[2]]))
     assert isinstance(got[0], type(got[2])) and not isinstance(got[0], str)
     assert isinstance(got[1], str) and "no-such-attack" in got[1] and "\n" not in got[1]
@@ -117,17 +125,20 @@ def test_the_cache_key_follows_what_decides_the_result():
     base = _job(0)
     key = cache.cache_key(base)
     assert cache.cache_key(_job(0)) == key  # the same inputs
-    assert cache.cache_key(UpdateJob(**{**base.__dict__, "client": 3, "round": 2})) == key
+    assert cache.cache_key(replace(base, client=3, round=2)) == key
     changed = [_job(1),  # another update
                _job(0, iterations=6),  # another budget
                _job(0, methods=("inverting-gradients",)),
-               UpdateJob(**{**base.__dict__, "budget": Budget(5, device="cuda")}),
-               UpdateJob(**{**base.__dict__, "seed": 1}),
-               UpdateJob(**{**base.__dict__, "labels_from": "given"})]
+               _with(base, device="cuda"),
+               _job(0, seed=1),
+               _job(0, labels="given"),
+               _job(0, label_method="llg"),
+               _with(base, options={"dlg": {"lr": 0.5}}),
+               _job(0, family="label_leakage", methods=("bias-count",))]
     keys = [cache.cache_key(j) for j in changed]
     assert key not in keys and len(set(keys)) == len(keys)
-    given = UpdateJob(**{**base.__dict__, "labels_from": "given"})
-    other = UpdateJob(**{**given.__dict__, "true_labels": np.array([3, 8])})
+    given = _job(0, labels="given")
+    other = _with(given, true_labels=np.array([3, 8]))
     assert cache.cache_key(given) != cache.cache_key(other)  # given labels are an input
 
 
@@ -150,7 +161,7 @@ def test_the_cache_round_trips_and_recomputes_a_damaged_entry(tmp_path, monkeypa
 def test_update_job_runner_runs_in_process_without_a_simulation_grid(runtime):
     from fedaudit.simulation.update_attack_jobs import update_job_runner
 
-    scenario = load_scenario("reconstruction-digits", [f"reconstruction.runtime={runtime}"])
+    scenario = load_scenario("reconstruction-digits", [f"update_attacks.runtime={runtime}"])
     assert update_job_runner(scenario, None) is run_in_process
 
     class SimGrid(FakeGrid):

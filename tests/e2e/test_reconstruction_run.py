@@ -13,14 +13,15 @@ from tests.helpers.runs import run_cli
 
 
 def _job_of(run, client: int):
-    """The run's update job of ``client`` in round 1, rebuilt from its files."""
-    from fedaudit.audit.stages.reconstruction import update_jobs
+    """The run's reconstruction job of ``client`` in round 1, rebuilt from its files."""
+    from fedaudit.audit.stages.update_attacks import update_jobs
     from fedaudit.config import from_toml
     from fedaudit.data import build_federated_data
 
     scenario = from_toml((run / "scenario.toml").read_text())
     jobs, _ = update_jobs(scenario, build_federated_data(scenario), run)
-    return next(j for j in jobs if j.client == client and j.round == 1)
+    return next(j for j in jobs if j.client == client and j.round == 1
+                and j.family == "reconstruction")
 
 
 def test_reconstruction_end_to_end(tmp_path):
@@ -55,11 +56,11 @@ def test_reconstruction_end_to_end(tmp_path):
     for case in rec["cases"]:
         mine = rows["client"] == case["client"]
         assert case["inverting-gradients"]["ssim"] == np.mean(rows["ssim"][mine])
-    # the jobs ran on the run's Ray actors (reconstruction.runtime auto = grid in simulation);
+    # the jobs ran on the run's Ray actors (update_attacks.runtime auto = grid in simulation);
     # each with one thread and its own seed, so this process gives the same images
     assert rec["cache"]["from_cache"] == 0
     assert rec["ran_on"] == "the run's Ray actors (Flower's simulation grid)"
-    again = run_update_job(_job_of(run, 2)).reconstructions["inverting-gradients"]
+    again = run_update_job(_job_of(run, 2)).outputs["inverting-gradients"]
     mine = (rows["client"] == 2) & (rows["method"] == "inverting-gradients")
     np.testing.assert_array_equal(rows["label"][mine], again.labels)
     np.testing.assert_array_equal(rows["image"][mine], again.images)
@@ -67,6 +68,6 @@ def test_reconstruction_end_to_end(tmp_path):
     assert "reconstruction from the updates: inverting-gradients: PSNR" in \
         proc.stdout + proc.stderr
     html = (run / "report.html").read_text()
-    assert '<section id="reconstruction">' in html
+    assert '<section id="update-attacks">' in html
     assert '<figure id="fig-reconstruction_pictures"><img' in html
     assert '<figure id="fig-reconstruction_leakage"><img' in html

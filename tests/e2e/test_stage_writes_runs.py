@@ -51,6 +51,7 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
         # the attacks on updates, on client 0's round-1 update: labels only (its hundreds
         # of samples are above reconstruction.max_samples), reconstruction's entry still
         "reconstruction.enabled=true", "reconstruction.clients=[0]",
+        "label_leakage.enabled=true", "label_leakage.clients=[0]",
         "reconstruction.iterations=5"]), tmp_path / "digits")
     # the malicious server (its block changes the model: a run of its own) is the shared
     # run the fixture recorded

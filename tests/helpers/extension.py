@@ -1,14 +1,17 @@
 """What a newcomer writes outside the package: a new audit stage, a new attack target kind, a
 new defense, a new server-side probe, an aggregation that shows the server only the
-aggregate, an aggregator (``federation.strategy``) and a label-leakage attack that runs on
-the Ray actors, each registered by the ``extensions`` fixture (no file of the package
+aggregate, an aggregator (``federation.strategy``), a label-leakage attack and a whole family
+of attacks on updates (with its own registry) that run on the Ray actors, each registered by the ``extensions`` fixture (no file of the package
 edited).  tests/audit/test_extension.py checks what validation makes of them,
 tests/e2e/test_extension_run.py a run that shows them."""
 
 import numpy as np
 import pytest
+import torch
 
 from attacks.label_leakage import LABEL_ATTACKS, LabelGuess, register_label_attack
+from attacks.update_family import (FAMILIES, Headline, ReportTable, Scored,
+                                   UpdateAttackFamily, register_family)
 from fedaudit.aggregators import AGGREGATORS, Aggregator, register_aggregator
 from fedaudit.audit import STAGES, TARGETS, Stage, Target, TargetKind, attack
 from fedaudit.audit import register_stage, register_target
@@ -17,6 +20,7 @@ from fedaudit.defenses.clip import UpdateClipping
 from fedaudit.options import option
 from fedaudit.probes import AGGREGATE, PROBES, Probe, register_probe
 from fedaudit.probes.aggregation import AGGREGATIONS, Aggregation, register_aggregation
+from fedaudit.registry import Registry
 
 
 class FirstRound(TargetKind):
@@ -112,6 +116,52 @@ def all_first_class(case, *, share: float = 1.0):
     return LabelGuess(counts, {"share": share})
 
 
+#: the new family's own attack registry (defined here, outside the package: it travels to
+#: the actors inside the family, pickled by value)
+EXT_MEASURES = Registry("ext update measure", name_pattern=r"[a-z][a-z0-9-]*")
+
+
+@EXT_MEASURES.register("l2")
+def update_l2(case):
+    """The L2 norm of the whole update, in float64 (the case's update is float64)."""
+    return float(torch.sqrt(sum((u.double() ** 2).sum() for u in case.update.values())))
+
+
+class UpdateNorm(UpdateAttackFamily):
+    """A third family of attacks on updates, registered from outside the package: each
+    update's L2 norm, pooled as the mean over the updates."""
+
+    name = "ext_update_norm"
+    title = "update norm"
+    attacks = EXT_MEASURES
+    default_methods = ("l2",)
+    column_names = ("ext_norm",)
+    order = 300
+
+    def attack(self, case, method, spec, prepared):
+        return EXT_MEASURES.get(method)(case)
+
+    def score(self, outputs, scoring):
+        cases = [{"client": o.client, "round": o.round, **{m: v for m, v in o.outputs.items()}}
+                 for o in outputs]
+        pooled = {m: float(np.mean([o.outputs[m] for o in outputs])) for m in scoring.methods}
+        return Scored({"cases": cases, "pooled": pooled})
+
+    def console(self, section):
+        return f"update norm: mean {section['pooled']['l2']:.4g}"
+
+    def columns(self, section):
+        return {"ext_norm": section["pooled"].get("l2")}
+
+    def cell(self, section):
+        v = section["pooled"]["l2"]
+        return Headline(v, f"mean update norm {v:.4g}")
+
+    def report(self, section):
+        return [ReportTable(["measure", "mean over the updates"],
+                            [[m, f"{v:.4g}"] for m, v in section["pooled"].items()])]
+
+
 def round_loss_section(run):
     """The stage's report section: its AUC, from results.json."""
     entry = run.results.get("ext_round_loss")
@@ -134,7 +184,9 @@ def extensions():
     register_label_attack("ext-all-first", label="all class 0", options={
         "share": option(float, 1.0, "fraction guessed as class 0", min=0.0, max=1.0)})(
         all_first_class)
+    register_family(UpdateNorm)
     yield
+    FAMILIES.unregister(UpdateNorm.name)
     TARGETS.unregister(FirstRound.name)
     STAGES.unregister(RoundLoss.name)
     DEFENSES.unregister(ExtClip.kind)

@@ -40,6 +40,7 @@ def test_the_columns_come_after_the_membership_ones():
            "release": "global", "status": "ok", "test_accuracy": 0.5, "loss_auc": 0.6,
            "loss_tpr_1pct_fpr": 0.01, **update_attack_cells(RESULTS)}
     cols = columns([row])
-    assert cols[-5:] == ["rec_psnr", "rec_ssim", "rec_ssim_gain", "rec_identifiability",
-                         "label_accuracy"]
+    # the families in their order: label leakage, then reconstruction
+    assert cols[-5:] == ["label_accuracy", "rec_psnr", "rec_ssim", "rec_ssim_gain",
+                         "rec_identifiability"]
     assert cols.index("loss_auc") < cols.index("rec_psnr")

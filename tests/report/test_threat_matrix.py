@@ -8,8 +8,8 @@ import json
 import pytest
 
 from fedaudit import cli
-from fedaudit.rundir.threat_matrix import (FAMILIES, MEASURED, NOT_MEASURED, NOT_POSSIBLE,
-                                          POSITIONS, threat_matrix)
+from fedaudit.rundir.threat_matrix import (MEASURED, NOT_MEASURED, NOT_POSSIBLE, POSITIONS,
+                                          families, threat_matrix)
 from tests.helpers.fake_runs import write_fake_run
 
 POSITIONS_ROWS = [
@@ -34,7 +34,8 @@ def _results(aggregation="plain", **extra):
 
 def test_a_plain_run_fills_what_each_position_measured():
     m = threat_matrix(_results(**UPDATES))
-    assert list(m) == list(POSITIONS) and all(list(r) == list(FAMILIES) for r in m.values())
+    assert families() == ("membership", "label leakage", "reconstruction")
+    assert list(m) == list(POSITIONS) and all(list(r) == list(families()) for r in m.values())
     assert m["outsider"]["membership"].figure == 0.61
     assert m["outsider"]["label leakage"].status == NOT_POSSIBLE
     assert m["insider"]["membership"].figure == 0.66
@@ -49,7 +50,7 @@ def test_a_plain_run_fills_what_each_position_measured():
 
 def test_secure_aggregation_makes_each_update_not_possible():
     m = threat_matrix(_results("secagg+", **UPDATES, **MALICIOUS))
-    for f in FAMILIES:
+    for f in families():
         cell = m["curious server (each update)"][f]
         assert cell.status == NOT_POSSIBLE and "'secagg+' hides" in cell.why
     rec = m["malicious server"]["reconstruction"]

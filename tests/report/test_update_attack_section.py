@@ -4,7 +4,7 @@ run's entries without them print the numbers alone)."""
 
 from types import SimpleNamespace
 
-from fedaudit.report.fig_reconstruction import section_reconstruction
+from fedaudit.report.fig_update_attacks import section_update_attacks as section_reconstruction
 
 THREAT = {"position": "honest-but-curious server", "knows": ["its update"],
           "does_not_know": ["its samples"]}

@@ -1,5 +1,5 @@
-"""The client-updates probe keeps the (client, round) updates the [reconstruction] table
-selects -- the start model, each client's model as received, its num_examples -- and
+"""The client-updates probe keeps the (client, round) updates the enabled families' tables
+select (the union of [label_leakage]'s and [reconstruction]'s ``clients`` x ``rounds``) -- the start model, each client's model as received, its num_examples -- and
 kept_cases / load_case read them back bit for bit."""
 
 import numpy as np
@@ -28,8 +28,28 @@ def _view(round_, clients):
 ])
 def test_the_selected_updates_are_kept(tmp_path, rounds, clients, kept):
     s = load_scenario("quickstart", ["federation.rounds=3", "federation.num_clients=3",
+                                     "reconstruction.enabled=true",
                                      f"reconstruction.rounds={rounds}",
                                      f"reconstruction.clients={clients}"])
+    _check_kept(s, tmp_path, kept)
+
+
+def test_the_families_selections_are_joined(tmp_path):
+    s = load_scenario("quickstart", ["federation.rounds=3", "federation.num_clients=3",
+                                     "reconstruction.enabled=true", "reconstruction.rounds=[2]",
+                                     "reconstruction.clients=[1]",
+                                     "label_leakage.enabled=true", "label_leakage.rounds='last'",
+                                     "label_leakage.clients=[0]"])
+    _check_kept(s, tmp_path, {(2, 1), (3, 0)})
+
+
+def test_no_enabled_family_keeps_nothing(tmp_path):
+    s = load_scenario("quickstart", ["federation.rounds=3", "federation.num_clients=3",
+                                     "reconstruction.rounds='all'"])
+    _check_kept(s, tmp_path, set())
+
+
+def _check_kept(s, tmp_path, kept):
     probe = ClientUpdates(ProbeRun(s, tmp_path))
     for r, cs in ((1, [0, 1, 2]), (2, [0, 1]), (3, [1, 0, 2])):
         probe.on_round(_view(r, sorted(cs)), RoundRecord(tmp_path, r))

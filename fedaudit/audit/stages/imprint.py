@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from attacks.update_family import enabled_families
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.rundir import atomic_save_npz
@@ -44,9 +45,9 @@ class Imprint(Stage):
         if t["round"] > scenario.federation.rounds:
             return (f"imprint.round = {t['round']}: round {t['round']} does not exist; "
                     f"allowed: 1..{scenario.federation.rounds}")
-        if scenario.stages["reconstruction"]["enabled"]:
-            return ("imprint.enabled = true changes the model the clients train; the attacks "
-                    "on updates (reconstruction.enabled) assume the scenario's own model: "
+        if on := enabled_families(scenario):
+            return (f"imprint.enabled = true changes the model the clients train; the attacks "
+                    f"on updates ({on[0].name}.enabled) assume the scenario's own model: "
                     "turn one of them off")
         return None
 
@@ -58,9 +59,8 @@ class Imprint(Stage):
 
     def run(self, ctx: AuditContext) -> None:
         from attacks.imprint import expected_recovery_rate, strongest_candidates
-        from fedaudit.audit.stages.reconstruction import ssim_window
         from fedaudit.audit.update_attacks import local_training
-        from fedaudit.image_metrics import reconstruction_metrics
+        from fedaudit.image_metrics import reconstruction_metrics, ssim_window
 
         server = server_of(ctx.scenario)
         t = ctx.scenario.stages["imprint"]

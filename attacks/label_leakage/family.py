@@ -1,0 +1,117 @@
+"""Label leakage as a family of attacks on updates (:mod:`attacks.update_family`): scenario
+table ``[label_leakage]``, results.json ``label_leakage``.
+
+Each listed attack guesses the multiset of a kept update's labels; a guess is scored
+against the client's true labels of the round by :func:`label_accuracy` (the multiset
+overlap) and :func:`count_error`.  Pooled per attack: the mean of both over the updates,
+and the share of all their samples whose label was recovered (``labels_recovered`` of
+``labels``) with its Clopper-Pearson 95 % interval (samples as independent trials:
+docs/algorithms.md section 13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from attacks.label_leakage.registry import LABEL_ATTACKS, count_error, label_accuracy
+from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
+                                   Scoring, UpdateAttackFamily, register_family)
+from fedaudit.intervals import clopper_pearson
+
+__all__ = ["LabelLeakage", "pooled_labels"]
+
+
+def _pct(v: Any) -> str:
+    return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def pooled_labels(cases: Sequence[tuple[float, int, int, int]]) -> dict[str, Any]:
+    """Pool (accuracy, count error, labels recovered, samples) over the cases (module
+    docstring)."""
+    out: dict[str, Any] = {
+        "label_accuracy": float(np.mean([c[0] for c in cases])) if cases else None,
+        "count_error": float(np.mean([c[1] for c in cases])) if cases else None,
+        "cases": len(cases)}
+    hits, n = sum(c[2] for c in cases), sum(c[3] for c in cases)
+    if n:
+        out.update(labels=n, labels_recovered=hits,
+                   label_accuracy_ci=list(clopper_pearson(hits, n)))
+    return out
+
+
+def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
+    methods = section.get("methods") if isinstance(section, Mapping) else None
+    if not methods:
+        return None
+    pooled = (section.get("pooled") or {}).get(methods[0]) or {}
+    return (methods[0], pooled) if pooled.get("label_accuracy") is not None else None
+
+
+@register_family
+class LabelLeakage(UpdateAttackFamily):
+    name = "label_leakage"
+    title = "label leakage"
+    attacks = LABEL_ATTACKS
+    default_methods = ("bias-count",)
+    column_names = ("label_accuracy",)
+    order = 100
+
+    def attack(self, case, method, spec, prepared):
+        return LABEL_ATTACKS.get(method)(case, **spec.options.get(method, {}))
+
+    def score(self, outputs: Sequence[CaseOutput], scoring: Scoring) -> Scored:
+        per_case, pooled = [], {m: [] for m in scoring.methods}
+        for out, truth in zip(outputs, scoring.truths):
+            true = np.bincount(truth.y, minlength=scoring.num_classes)
+            entry: dict[str, Any] = {"client": out.client, "round": out.round,
+                                     "num_examples": int(true.sum())}
+            for m, guess in out.outputs.items():
+                acc, err = label_accuracy(guess.counts, true), count_error(guess.counts, true)
+                entry[m] = {"label_accuracy": float(acc), "count_error": int(err),
+                            "seconds": out.seconds[m]}
+                hits = int(np.minimum(guess.counts, true).sum())  # acc = hits / samples
+                pooled[m].append((acc, err, hits, int(true.sum())))
+            per_case.append(entry)
+        return Scored({"cases": per_case,
+                       "pooled": {m: pooled_labels(v) for m, v in pooled.items()}})
+
+    def console(self, section):
+        by = ", ".join(f"{m} {p['label_accuracy']:.0%}" + (
+            " [{:.0%}, {:.0%}]".format(*p["label_accuracy_ci"]) if p.get("label_accuracy_ci")
+            else "") for m, p in (section.get("pooled") or {}).items()
+            if p.get("label_accuracy") is not None)
+        return (f"label leakage from {len(section.get('cases') or [])} updates: label "
+                f"accuracy {by} (95% intervals over the samples)") if by else None
+
+    def columns(self, section):
+        methods = section.get("methods")
+        if not methods:
+            return {}
+        return {"label_accuracy": ((section.get("pooled") or {}).get(methods[0]) or {})
+                .get("label_accuracy")}
+
+    def cell(self, section):
+        first = _first(section)
+        if first is None:
+            return None
+        m, p = first
+        acc = float(p["label_accuracy"])
+        return Headline(acc, f"label acc {acc:.2f} ({m})")
+
+    def report(self, section):
+        rows = []
+        for m, p in (section.get("pooled") or {}).items():
+            share = p.get("labels_recovered", 0) / p["labels"] if p.get("labels") else None
+            ci = p.get("label_accuracy_ci")
+            recovered = (f"{_pct(share)} [{_pct(ci[0])}, {_pct(ci[1])}]"
+                         if isinstance(ci, list) and len(ci) == 2 else _pct(share))
+            rows.append([m, str(p["cases"]), _pct(p["label_accuracy"]), recovered,
+                         "–" if p["count_error"] is None else f"{p['count_error']:.2f}"])
+        return [ReportTable(["label attack", "updates", "label accuracy (multiset)",
+                             "labels recovered [95% CI]", "mean count error"], rows)]
+
+
+FAMILIES.mark_builtin()

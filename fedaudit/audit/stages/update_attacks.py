@@ -1,0 +1,223 @@
+"""The attacks on the clients' updates (issues 39, 48): every enabled family of
+:mod:`attacks.update_family` (label leakage, reconstruction, a plug-in's) on the (client,
+round) updates the ``client-updates`` probe kept, scored against the client's true samples
+of the round; results.json ``<family>`` and each family's file (``reconstructions.npz``).
+
+Threat model (written into each family's results): an honest-but-curious server that built
+the model and wrote the training recipe (:class:`fedaudit.servers.honest.HonestButCurious`).
+It knows each client's update as received, the global model the client started from, the
+architecture, the loss, and the ``[train]`` recipe with the client's reported
+``num_examples``; it does not know the client's data, labels or the order of its batches.
+
+Ground truth: a client trains on all of its partition each round (full local epochs), so
+its true samples of a round are its partition (``data.client_samples`` makes a client hold
+exactly one batch).  One job per (case, family) (:mod:`fedaudit.audit.update_attacks`),
+all of them through the run's job runner at once, each result cached as it arrives
+(:mod:`fedaudit.audit.update_attack_cache`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from attacks.update_family import (CaseTruth, JobSpec, Scoring, enabled_families,
+                                   families)
+from fedaudit.audit.context import AuditContext
+from fedaudit.audit.stages.base import Stage, register_stage
+from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
+from fedaudit.audit.update_attacks import CaseResult, UpdateJob, UpdateJobRunner, run_in_process
+from fedaudit.data import FederatedData
+from fedaudit.options import option
+from fedaudit.probes.client_updates import UpdateSelection, kept_cases, load_case
+from fedaudit.rundir import atomic_save_npz
+from fedaudit.scenario import Scenario
+from fedaudit.servers.honest import HonestButCurious
+
+log = logging.getLogger("fedaudit")
+
+__all__ = ["THREAT_MODEL", "UpdateAttacks", "job_device", "update_jobs"]
+
+#: what the server knew and used (results.json ``<family>.threat_model``)
+THREAT_MODEL = HonestButCurious.threat_model
+
+#: ``[update_attacks]``: where the jobs of every family run
+TABLE = {
+    "runtime": option(str, "auto", "where the (client, round) jobs run: grid (the run's Ray "
+                      "actors, federation.client_resources, several at once), driver (the "
+                      "ServerApp's process, one after another), auto (grid in simulation, "
+                      "driver when deployed); the results are the same",
+                      choices=("auto", "grid", "driver")),
+    "device": option(str, "auto", "torch device of the jobs: cuda, cpu, or auto (cuda when "
+                     "the process running the jobs has a GPU: the ServerApp's, or the Ray "
+                     "actors' when federation.client_resources.num_gpus > 0)",
+                     choices=("auto", "cpu", "cuda")),
+}
+
+
+@register_stage
+class UpdateAttacks(Stage):
+    name = "update-attacks"
+    order = 460
+    timing = "attack_seconds"
+
+    @property
+    def writes(self):  # type: ignore[override]
+        return tuple(f.name for f in families())
+
+    @property
+    def options(self):  # type: ignore[override]
+        out = {"update_attacks": TABLE}
+        for f in families():
+            out.update(f.tables())
+        return out
+
+    def enabled(self, scenario):
+        return bool(enabled_families(scenario))
+
+    def probes(self, scenario):
+        return ("client-updates",)
+
+    def check(self, scenario):
+        n, total = scenario.federation.num_clients, scenario.federation.rounds
+        for f in enabled_families(scenario):
+            t = scenario.stages[f.name]
+            if not t["methods"]:
+                return f"{f.name}.enabled = true lists no attack in {f.name}.methods"
+            bad = [c for c in t["clients"] if not 0 <= c < n]
+            if bad:
+                return (f"{f.name}.clients = {list(t['clients'])!r}: client {bad[0]} does "
+                        f"not exist; allowed: 0..{n - 1}")
+            rounds = t["rounds"]
+            if not isinstance(rounds, str) and max(rounds) > total:
+                return (f"{f.name}.rounds = {list(rounds)!r}: round {max(rounds)} does not "
+                        f"exist; allowed: 1..{total}")
+            if msg := f.check(scenario):
+                return msg
+        u = scenario.stages["update_attacks"]
+        if u["device"] == "cuda" and u["runtime"] != "driver" \
+                and scenario.federation.client_resources.num_gpus <= 0:
+            return ("update_attacks.device = 'cuda' runs the jobs on the Ray actors, which "
+                    "need federation.client_resources.num_gpus > 0 (or set "
+                    "update_attacks.runtime = 'driver')")
+        return None
+
+    def check_data(self, scenario, data):
+        if data.text is not None:
+            names = ", ".join(f.name for f in enabled_families(scenario))
+            return (f"{names}: the attacks on updates read image classifiers' updates; "
+                    f"data.dataset = {scenario.data.dataset!r} is text")
+        return None
+
+    def run(self, ctx: AuditContext) -> None:
+        runner = ctx.update_runner or run_in_process
+        device = job_device(ctx.scenario, on_actors=getattr(runner, "on_actors", False))
+        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir, device=device)
+        t0 = time.perf_counter()
+        results, cached, failed = _run_jobs(ctx, runner, jobs)
+        seconds = time.perf_counter() - t0  # every family's jobs run together
+        prior = ctx.data.x[ctx.data.train].mean(axis=0)
+        for f in enabled_families(ctx.scenario):
+            mine = [r for r in results if r.family == f.name]
+            scored = f.score(mine, Scoring(
+                methods=list(ctx.scenario.stages[f.name]["methods"]),
+                truths=[_truth(ctx.data, r) for r in mine], num_classes=ctx.data.num_classes,
+                prior=prior, settings=f.settings(ctx.scenario), device=device))
+            if scored.arrays is not None and f.file:
+                atomic_save_npz(ctx.run_dir / f.file, **scored.arrays)
+            ctx.results[f.name] = {
+                "methods": list(ctx.scenario.stages[f.name]["methods"]),
+                "threat_model": THREAT_MODEL, **scored.section,
+                "seconds": seconds,
+                "notes": notes.get(f.name, []) + failed.get(f.name, []),
+                "cache": {"from_cache": cached.get(f.name, 0), "dir": str(cache_dir())},
+                "ran_on": getattr(runner, "where",
+                                  "the ServerApp's process, one job after another")}
+
+
+def _truth(data: FederatedData, r: CaseResult) -> CaseTruth:
+    ids = data.clients[r.client]
+    return CaseTruth(r.client, r.round, ids, data.x[ids], data.y[ids])
+
+
+def job_device(scenario: Scenario, *, on_actors: bool) -> str:
+    """``update_attacks.device`` resolved where the jobs are built, so that the cache key
+    and results.json name the device that computed them: ``auto`` is ``cuda`` when this
+    process sees a GPU and the jobs run here (``on_actors`` False) or on actors that get
+    one (``federation.client_resources.num_gpus > 0``; Ray hides the GPUs from the
+    others), else ``cpu``."""
+    import torch
+
+    choice = scenario.stages["update_attacks"]["device"]
+    if choice != "auto":
+        return choice
+    if not torch.cuda.is_available():
+        return "cpu"
+    if on_actors and scenario.federation.client_resources.num_gpus <= 0:
+        return "cpu"
+    return "cuda"
+
+
+def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
+                device: str = "cpu") -> tuple[list[UpdateJob], dict[str, list[str]]]:
+    """One :class:`UpdateJob` per (case, enabled family) for every (client, round) update
+    the ``client-updates`` probe kept in ``run_dir`` that the family's table selects, and
+    each family's notes of the cases it leaves out (its ``methods_for``)."""
+    total = scenario.federation.rounds
+    plan = []
+    for f in enabled_families(scenario):
+        t = scenario.stages[f.name]
+        options = {m: dict(scenario.stages.get(f"{f.name}.{m}", {})) for m in t["methods"]}
+        plan.append((f, t, UpdateSelection.of(t, total), options, f.settings(scenario)))
+    jobs, notes = [], {}
+    for case in kept_cases(run_dir):
+        start, received = load_case(run_dir, case)
+        true = data.y[data.clients[case.client]]
+        for f, t, select, options, settings in plan:
+            if not (select.keeps_client(case.client) and select.keeps_round(case.round)):
+                continue
+            methods, note = f.methods_for(t, case.num_examples)
+            if note:
+                notes.setdefault(f.name, []).append(
+                    f"client {case.client} round {case.round}: {note}")
+            if not methods:
+                continue
+            spec = JobSpec(methods, {m: options[m] for m in methods}, settings, true, device)
+            jobs.append(UpdateJob(scenario, f.name, case.client, case.round,
+                                  case.num_examples, tuple(data.x.shape[1:]),
+                                  data.num_classes, start, received, spec))
+    return jobs, notes
+
+
+def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
+              ) -> tuple[list[CaseResult], dict[str, int], dict[str, list[str]]]:
+    """Each job's result, from the cache or from the run's job runner (cached as each
+    finishes, so an interrupted audit keeps what it computed), in the jobs' order; a job
+    that failed is left out.  Returns (results, per family how many came from the cache,
+    per family a note per failed job)."""
+    keys = [cache_key(job) for job in jobs]
+    done: list[CaseResult | None] = [load_cached(k) for k in keys]
+    cached: dict[str, int] = {}
+    for job, r in zip(jobs, done):
+        cached[job.family] = cached.get(job.family, 0) + (r is not None)
+    todo = [i for i, r in enumerate(done) if r is None]
+    finished, failed = len(jobs) - len(todo), {}
+    ctx.progress.step("update attacks", finished, len(jobs),
+                      f"{finished} cached" if finished else "running")
+    for k, out in runner([jobs[i] for i in todo]):
+        i = todo[k]
+        job = jobs[i]
+        if isinstance(out, str):
+            failed.setdefault(job.family, []).append(
+                f"client {job.client} round {job.round}: the attacks failed ({out}); left out")
+            log.warning("%s: %s", job.family, failed[job.family][-1])
+        else:
+            done[i] = out
+            save_cached(keys[i], out)
+        finished += 1
+        ctx.progress.step("update attacks", finished, len(jobs),
+                          f"{job.family}, client {job.client}, round {job.round}")
+    return [r for r in done if r is not None], cached, failed

@@ -1,0 +1,111 @@
+"""The families of attacks on updates (attacks.update_family): what registration refuses,
+the tables the schema gets from them, and the built-in families' scoring and reading on
+explicit outputs and results.json sections (hand-computed numbers)."""
+
+import numpy as np
+import pytest
+
+from attacks.label_leakage import LabelGuess
+from attacks.update_family import (FAMILIES, CaseOutput, CaseTruth, Headline, ReportTable,
+                                   Scoring, UpdateAttackFamily, enabled_families, families,
+                                   register_family)
+from fedaudit.config import load_scenario
+from fedaudit.config.schema import schema
+from fedaudit.options import option
+from fedaudit.registry import Registry
+
+
+def test_the_built_in_families_in_order():
+    assert [f.name for f in families()] == ["label_leakage", "reconstruction"]
+    assert [f.title for f in families()] == ["label leakage", "reconstruction"]
+    s = load_scenario("reconstruction-digits")
+    assert [f.name for f in enabled_families(s)] == ["label_leakage", "reconstruction"]
+    assert enabled_families(load_scenario("quickstart")) == []
+
+
+def test_the_reconstruction_file_is_the_run_directory_s_name_for_it():
+    from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
+
+    assert FAMILIES.get("reconstruction").file == RECONSTRUCTIONS_NAME  # the report reads it
+
+
+def test_the_schema_has_each_family_s_table_and_the_jobs_table():
+    sch = schema()
+    assert set(sch["label_leakage"]) == {"enabled", "clients", "rounds", "methods"}
+    assert {"labels", "max_samples", "iterations", "seed"} <= set(sch["reconstruction"])
+    assert set(sch["update_attacks"]) == {"runtime", "device"}
+    assert "share" not in sch["label_leakage"]  # attack options live in their own tables
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"attacks": {"a": print}}, "attacks must be a Registry"),
+    ({"options": {"rounds": option(int, 1, "clash")}}, "option 'rounds' is a common key"),
+])
+def test_a_bad_family_is_refused_at_registration(attrs, message):
+    cls = type("Bad", (UpdateAttackFamily,), {
+        "name": "bad_family", "title": "bad", "attacks": Registry("bad attack"), **attrs})
+    with pytest.raises(TypeError, match=message):
+        register_family(cls)
+    assert "bad_family" not in FAMILIES
+
+
+def _truth(client, labels):
+    y = np.asarray(labels, dtype=np.int64)
+    return CaseTruth(client, 1, np.arange(len(y)), np.zeros((len(y), 1, 4, 4)), y)
+
+
+def test_label_leakage_scores_and_pools_explicit_guesses():
+    """Client 0 holds labels {0, 0, 1}, guessed {0, 1, 1}: 2 of 3 right, count error 2;
+    client 1 holds {2}, guessed {2}: 1 of 1.  Pooled: mean accuracy (2/3 + 1) / 2, mean
+    count error 1, 3 of 4 samples recovered."""
+    fam = FAMILIES.get("label_leakage")
+    outs = [CaseOutput(0, 1, {"m": LabelGuess(np.array([1, 2, 0]), {})}, {"m": 0.5}),
+            CaseOutput(1, 1, {"m": LabelGuess(np.array([0, 0, 1]), {})}, {"m": 0.25})]
+    scored = fam.score(outs, Scoring(["m"], [_truth(0, [0, 0, 1]), _truth(1, [2])], 3,
+                                     np.zeros((1, 4, 4)), {}))
+    cases = scored.section["cases"]
+    assert cases[0]["m"] == {"label_accuracy": 2 / 3, "count_error": 2, "seconds": 0.5}
+    assert cases[1]["m"]["label_accuracy"] == 1.0 and scored.arrays is None
+    pooled = scored.section["pooled"]["m"]
+    assert pooled["label_accuracy"] == (2 / 3 + 1) / 2 and pooled["count_error"] == 1.0
+    assert (pooled["labels"], pooled["labels_recovered"]) == (4, 3)
+    section = {"methods": ["m"], **scored.section}
+    assert fam.columns(section) == {"label_accuracy": pooled["label_accuracy"]}
+    assert fam.cell(section) == Headline(pooled["label_accuracy"], "label acc 0.83 (m)")
+    assert fam.console(section).startswith("label leakage from 2 updates: label accuracy m 83%")
+    (tab,) = fam.report(section)
+    assert isinstance(tab, ReportTable) and tab.rows[0][:4] == ["m", "2", "83%", "75% [19%, 99%]"]
+
+
+def test_a_family_without_methods_reads_as_nothing():
+    for fam in families():
+        assert fam.columns({}) == {} and fam.cell({"methods": []}) is None
+
+
+def test_reconstruction_leaves_large_updates_out_with_a_note_and_takes_its_labels():
+    fam = FAMILIES.get("reconstruction")
+    s = load_scenario("reconstruction-digits", ["reconstruction.max_samples=2"])
+    t = s.stages["reconstruction"]
+    assert fam.methods_for(t, 2) == (("inverting-gradients",), None)
+    methods, note = fam.methods_for(t, 3)
+    assert methods == () and note == ("3 samples > reconstruction.max_samples = 2: not "
+                                      "reconstructed")
+    settings = fam.settings(s)
+    assert settings["label_method"] == "bias-count"
+    assert settings["label_options"] == dict(s.stages["label_leakage.bias-count"])
+    given = fam.settings(load_scenario("reconstruction-digits", ["reconstruction.labels=given"]))
+    assert "label_method" not in given and given["iterations"] == 200
+
+
+def test_reconstruction_reads_its_section():
+    fam = FAMILIES.get("reconstruction")
+    section = {"methods": ["ig"], "pooled": {"ig": {"samples": 8, "psnr": 20.25,
+                                                   "ssim": 0.5, "ssim_gain": 0.25,
+                                                   "identifiability": 0.75,
+                                                   "prior_ssim": 0.25}}}
+    assert fam.columns(section) == {"rec_psnr": 20.25, "rec_ssim": 0.5, "rec_ssim_gain": 0.25,
+                                    "rec_identifiability": 0.75}
+    assert fam.cell(section) == Headline(20.25, "PSNR 20.2 dB, 75% identifiable")
+    assert fam.console(section) == ("reconstruction from the updates: ig: PSNR 20.2 dB, SSIM "
+                                    "0.500 (prior 0.250), 75% identifiable")
+    assert fam.cell({"methods": ["ig"], "pooled": {"ig": {"samples": 0}}}) is None
