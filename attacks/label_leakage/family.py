@@ -6,7 +6,8 @@ against the client's true labels of the round by :func:`label_accuracy` (the mul
 overlap) and :func:`count_error`.  Pooled per attack: the mean of both over the updates,
 and the share of all their samples whose label was recovered (``labels_recovered`` of
 ``labels``) with its Clopper-Pearson 95 % interval (samples as independent trials:
-docs/algorithms.md section 13).
+docs/algorithms.md section 13), which the threat-matrix cell carries beside the mean
+accuracy.
 """
 
 from __future__ import annotations
@@ -98,8 +99,11 @@ class LabelLeakage(UpdateAttackFamily):
         if first is None:
             return None
         m, p = first
-        acc = float(p["label_accuracy"])
-        return Headline(acc, f"label acc {acc:.2f} ({m})")
+        acc, ci = float(p["label_accuracy"]), p.get("label_accuracy_ci")
+        if not (isinstance(ci, list) and len(ci) == 2):  # an older run's section
+            return Headline(acc, f"label acc {acc:.2f} ({m})")
+        return Headline(acc, f"label acc {acc:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({m})",
+                        interval=list(ci))
 
     def report(self, section):
         rows = []

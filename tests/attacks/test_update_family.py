@@ -71,7 +71,11 @@ def test_label_leakage_scores_and_pools_explicit_guesses():
     assert (pooled["labels"], pooled["labels_recovered"]) == (4, 3)
     section = {"methods": ["m"], **scored.section}
     assert fam.columns(section) == {"label_accuracy": pooled["label_accuracy"]}
-    assert fam.cell(section) == Headline(pooled["label_accuracy"], "label acc 0.83 (m)")
+    ci = pooled["label_accuracy_ci"]  # Clopper-Pearson on 3 of 4: [0.194, 0.994]
+    assert fam.cell(section) == Headline(pooled["label_accuracy"],
+                                         "label acc 0.83 [0.19, 0.99] (m)", interval=ci)
+    older = {"methods": ["m"], "pooled": {"m": {"label_accuracy": 0.5}}}
+    assert fam.cell(older) == Headline(0.5, "label acc 0.50 (m)")
     assert fam.console(section).startswith("label leakage from 2 updates: label accuracy m 83%")
     (tab,) = fam.report(section)
     assert isinstance(tab, ReportTable) and tab.rows[0][:4] == ["m", "2", "83%", "75% [19%, 99%]"]
