@@ -10,7 +10,8 @@ and show it without knowing it (like a membership attack, one package):
   ``methods``, ``clients``, ``rounds``) and its own (:attr:`~UpdateAttackFamily.options`),
   plus one ``[<name>.<attack>]`` table per attack that declares options;
 * what its jobs need from the scenario (:meth:`~UpdateAttackFamily.settings`: plain
-  values, part of the job's cache key) and how one attack runs on one case
+  values) and from the data (:meth:`~UpdateAttackFamily.inputs`: auxiliary arrays), both
+  part of the job's cache key, and how one attack runs on one case
   (:meth:`~UpdateAttackFamily.attack`);
 * how its outputs are scored against the clients' true samples, and pooled
   (:meth:`~UpdateAttackFamily.score`: results.json ``<name>``, optionally a ``.npz``);
@@ -28,7 +29,7 @@ timed, with one torch thread.  A new family is a package here with one class und
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,13 +71,15 @@ class JobSpec:
     """What a family's job carries beyond its case: the attacks to run, in order, each
     one's options, the family's :meth:`~UpdateAttackFamily.settings`, the client's true
     labels (for an attack given them as an upper bound, said so in its results), the torch
-    device and the seed."""
+    device, and the arrays the attacker holds beside the case
+    (:meth:`~UpdateAttackFamily.inputs`: auxiliary data)."""
 
     methods: tuple[str, ...]
     options: Mapping[str, Mapping[str, Any]]
     settings: Mapping[str, Any]
     true_labels: np.ndarray
     device: str = "cpu"
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,8 @@ class CaseTruth:
 class Scoring:
     """What scoring needs beside the outputs: the methods the family ran (in the table's
     order), each output's truth (same order as the outputs), the number of classes, the
-    data-free prior image (the train split's mean), the family's settings and the torch
-    device the jobs ran on."""
+    data-free prior image (the train split's mean), the family's settings, the torch
+    device the jobs ran on and the family's inputs."""
 
     methods: Sequence[str]
     truths: Sequence[CaseTruth]
@@ -114,6 +117,7 @@ class Scoring:
     prior: np.ndarray
     settings: Mapping[str, Any]
     device: str = "cpu"
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,13 @@ class UpdateAttackFamily:
         """What the jobs need from the scenario beyond the methods and their options: plain,
         JSON-friendly values (they key the cache)."""
         return {k: scenario.stages[self.name][k] for k in self.options}
+
+    def inputs(self, scenario: Any, data: Any) -> dict[str, np.ndarray]:
+        """Arrays the attacker holds beside each case (auxiliary data drawn from samples
+        no client holds), built once in the driver from the run's
+        :class:`fedaudit.data.FederatedData`; they travel with every job and key its cache
+        (empty by default)."""
+        return {}
 
     # ---- a job --------------------------------------------------------------------
     def prepare(self, case: Any, spec: JobSpec) -> Any:

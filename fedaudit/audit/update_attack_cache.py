@@ -1,6 +1,6 @@
 """The cache of the attacks on updates: a job's result under a key of everything that decides
 it (the start model and the update as received, the local-training recipe, the family, its
-attacks, their options and the family's settings, the device, the client's true labels,
+attacks, their options, the family's settings and inputs, the device, the client's true labels,
 fedaudit's and torch's versions), in
 ``$FEDAUDIT_CACHE/update-attacks`` (``fedaudit run --cache DIR``), like the reference
 models' cache (:mod:`fedaudit.audit.reference_models`).  A second run of the same scenario,
@@ -59,6 +59,10 @@ def cache_key(job: UpdateJob) -> str:
             h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     h.update(np.ascontiguousarray(spec.true_labels, dtype=np.int64).tobytes())
+    for name in sorted(spec.inputs):
+        a = np.ascontiguousarray(spec.inputs[name])
+        h.update(f"{name}:{a.dtype}:{a.shape}".encode())
+        h.update(a.tobytes())
     return h.hexdigest()[:40]
 
 

@@ -16,8 +16,10 @@ from fedaudit.registry import Registry
 
 
 def test_the_built_in_families_in_order():
-    assert [f.name for f in families()] == ["label_leakage", "reconstruction"]
-    assert [f.title for f in families()] == ["label leakage", "reconstruction"]
+    assert [f.name for f in families()] == ["label_leakage", "reconstruction",
+                                            "property_inference"]
+    assert [f.title for f in families()] == ["label leakage", "reconstruction",
+                                             "property inference"]
     s = load_scenario("reconstruction-digits")
     assert [f.name for f in enabled_families(s)] == ["label_leakage", "reconstruction"]
     assert enabled_families(load_scenario("quickstart")) == []

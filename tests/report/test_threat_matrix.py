@@ -34,7 +34,7 @@ def _results(aggregation="plain", **extra):
 
 def test_a_plain_run_fills_what_each_position_measured():
     m = threat_matrix(_results(**UPDATES))
-    assert families() == ("membership", "label leakage", "reconstruction")
+    assert families() == ("membership", "label leakage", "reconstruction", "property inference")
     assert list(m) == list(POSITIONS) and all(list(r) == list(families()) for r in m.values())
     assert m["outsider"]["membership"].figure == 0.61
     assert m["outsider"]["label leakage"].status == NOT_POSSIBLE

@@ -125,7 +125,8 @@ class UpdateAttacks(Stage):
             scored = f.score(mine, Scoring(
                 methods=list(ctx.scenario.stages[f.name]["methods"]),
                 truths=[_truth(ctx.data, r) for r in mine], num_classes=ctx.data.num_classes,
-                prior=prior, settings=f.settings(ctx.scenario), device=device))
+                prior=prior, settings=f.settings(ctx.scenario), device=device,
+                inputs=f.inputs(ctx.scenario, ctx.data)))
             if scored.arrays is not None and f.file:
                 atomic_save_npz(ctx.run_dir / f.file, **scored.arrays)
             ctx.results[f.name] = {
@@ -171,12 +172,13 @@ def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
     for f in enabled_families(scenario):
         t = scenario.stages[f.name]
         options = {m: dict(scenario.stages.get(f"{f.name}.{m}", {})) for m in t["methods"]}
-        plan.append((f, t, UpdateSelection.of(t, total), options, f.settings(scenario)))
+        plan.append((f, t, UpdateSelection.of(t, total), options, f.settings(scenario),
+                     f.inputs(scenario, data)))
     jobs, notes = [], {}
     for case in kept_cases(run_dir):
         start, received = load_case(run_dir, case)
         true = data.y[data.clients[case.client]]
-        for f, t, select, options, settings in plan:
+        for f, t, select, options, settings, inputs in plan:
             if not (select.keeps_client(case.client) and select.keeps_round(case.round)):
                 continue
             methods, note = f.methods_for(t, case.num_examples)
@@ -185,7 +187,8 @@ def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
                     f"client {case.client} round {case.round}: {note}")
             if not methods:
                 continue
-            spec = JobSpec(methods, {m: options[m] for m in methods}, settings, true, device)
+            spec = JobSpec(methods, {m: options[m] for m in methods}, settings, true, device,
+                           inputs)
             jobs.append(UpdateJob(scenario, f.name, case.client, case.round,
                                   case.num_examples, tuple(data.x.shape[1:]),
                                   data.num_classes, start, received, spec))
