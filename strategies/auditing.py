@@ -84,13 +84,18 @@ class AuditingStrategy(Strategy):
     min_clients : fewest valid replies needed to replace the global model.
     round_offset : rounds already finished before this ``start`` (resuming a run): Flower
         counts rounds from 1 in every ``start``, clients and records see the true round.
+    modify : a malicious server's hand on the model it sends: ``modify(round, arrays)`` is
+        what the clients get that round instead of ``arrays`` (and what the probes see as
+        the round's start model); None for an honest server.
     """
 
     def __init__(self, strategy: Strategy, *,
                  on_round: Callable[[int, ArrayRecord | None, RoundAudit], None],
                  probes: Sequence[Probe] = (), run_dir: Path | str = ".", subdir: str = "",
-                 min_clients: int = 1, round_offset: int = 0) -> None:
+                 min_clients: int = 1, round_offset: int = 0,
+                 modify: Callable[[int, ArrayRecord], ArrayRecord] | None = None) -> None:
         self.strategy = strategy
+        self.modify = modify
         self.probes = tuple(probes)
         self.run_dir, self.subdir = Path(run_dir), subdir
         self.round_offset = round_offset
@@ -109,6 +114,8 @@ class AuditingStrategy(Strategy):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
+        if self.modify is not None:  # a malicious server's model for this round
+            arrays = self.modify(server_round + self.round_offset, arrays)
         self._global = arrays
         return self.strategy.configure_train(server_round + self.round_offset, arrays, config,
                                              grid)

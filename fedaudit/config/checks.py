@@ -33,6 +33,10 @@ def check_cross(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "
                             f"client {bad[0]} does not exist; allowed: "
                             f"0..{fed.num_clients - 1}")
+    malicious = [k for k, srv in regs.servers.items() if srv.malicious and srv.active(s)]
+    if len(malicious) > 1:
+        raise ScenarioError(f"{source}: the malicious servers {', '.join(malicious)} are all "
+                            "switched on; a run has one server: turn all but one off")
     aggregator = regs.aggregators.get(fed.strategy)
     problem = aggregator.check(s, options_of(s)) or regs.defenses.get(s.defense.kind).check(s)
     if problem:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from fedaudit.rundir.threat_matrix import MEASURED, POSITIONS, families, threat_matrix
-from fedaudit.report.format import table
+from fedaudit.report.format import fmt_ci, table, verdict_of
 from fedaudit.report.sections import register_section
 from fedaudit.rundir.reading import RunData
 
@@ -36,6 +36,17 @@ def section_threats(run: RunData) -> str:
                    f"&ge; {mal['near_exact_db']:g} dB, expected share "
                    f"{mal['expected_share']:.0%}; test accuracy after the run "
                    f"{mal['test_accuracy']:.3f}.</p>")
+    act = run.results.get("active_membership")
+    if isinstance(act, dict) and isinstance(act.get("active"), dict):
+        a, p = act["active"], act.get("passive") or {}
+        out.append(f"<p>Malicious server (gradient ascent on {act['targets']} targets, "
+                   f"{act['members']} of them members, at round {act['round']}, "
+                   f"{html.escape(str(act['aggregation']))} aggregation; Nasr et al. 2019): "
+                   f"AUC {fmt_ci(a.get('auc'), a.get('auc_ci'))} "
+                   f"({html.escape(verdict_of(a))}) against the passive curious server's "
+                   f"{fmt_ci(p.get('auc'), p.get('auc_ci'))} on the same targets over the "
+                   f"honest round before; the ascent raised their mean loss by "
+                   f"{act['loss_rise']:.3f}.</p>")
     return "\n".join(out)
 
 

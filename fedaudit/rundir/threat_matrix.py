@@ -10,6 +10,7 @@ measured`` (the position could attack, this run did not).  Read from results.jso
 ``federation.aggregation``), so ``fedaudit compare`` can rebuild it for old runs.
 
 Figures: membership -- the best attack's pooled AUC and TPR at 1 % FPR at that position;
+the malicious server's membership -- its active attack's AUC beside the passive one;
 a family of attacks on updates -- its :meth:`~attacks.update_family.UpdateAttackFamily.cell`
 at the positions it declares (label leakage: the first label attack's pooled accuracy;
 reconstruction: the first reconstruction's pooled PSNR in dB and identifiability); the
@@ -91,6 +92,19 @@ def _family_cell(fam: Any, results: dict) -> Cell:
                 verdict=head.verdict)
 
 
+def _active(results: dict) -> Cell:
+    """The malicious server's active membership attack (results.json ``active_membership``),
+    beside the passive baseline on the same targets."""
+    a = results.get("active_membership")
+    if not isinstance(a, dict) or not isinstance(a.get("active"), dict):
+        return Cell(NOT_MEASURED, why="active_membership.enabled = false (no active attack)")
+    cell = _membership({**a["active"], "best_method": f"gradient ascent, round {a['round']}"},
+                       "")
+    passive = (a.get("passive") or {}).get("auc")
+    text = cell.text + (f"; passive {passive:.3f}" if passive is not None else "")
+    return Cell(MEASURED, cell.figure, text, interval=cell.interval, verdict=cell.verdict)
+
+
 def _malicious(results: dict) -> Cell:
     m = results.get("malicious_server")
     if not isinstance(m, dict) or m.get("share") is None:
@@ -130,7 +144,7 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
             "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
                                 interval=insider.interval, verdict=insider.verdict)
                            if insider.status == MEASURED else insider)},
-        "malicious server": {"membership": Cell(NOT_MEASURED, why="not implemented")},
+        "malicious server": {"membership": _active(results)},
     }
     for fam in update_families():
         measured = _family_cell(fam, results)

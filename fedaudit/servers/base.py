@@ -43,6 +43,17 @@ class Server:
         the server holds itself; by default the task model as it is."""
         return model
 
+    def modify(self, round_: int, state: dict[str, Any], scenario: Scenario,
+               data: "FederatedData") -> dict[str, Any] | None:
+        """The parameters the server sends the clients at ``round_`` instead of the global
+        model ``state`` (a torch state dict), or None to send ``state`` as it is (the
+        default: an honest server, or a malicious one outside its round)."""
+        return None
+
+    def modifies_rounds(self) -> bool:
+        """Whether the kind overrides :meth:`modify` (the strategy asks it each round)."""
+        return type(self).modify is not Server.modify
+
 
 def _check(kind: str, server: Any, meta: dict) -> None:
     if not isinstance(server, Server):

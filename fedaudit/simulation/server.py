@@ -27,6 +27,7 @@ from fedaudit.simulation.reference_federations import reference_trainer
 from fedaudit.simulation.strategy_factory import make_strategy
 from fedaudit.simulation.update_attack_jobs import update_job_runner
 from fedaudit.scenario import Scenario
+from fedaudit.servers import server_of
 from fedaudit.training import pick_device
 from strategies.auditing import AuditingStrategy
 from strategies.secure_aggregation import run_secagg_rounds
@@ -59,7 +60,8 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
     strategy = AuditingStrategy(make_strategy(scenario, seed=train_seed), on_round=recorder,
                                 probes=probes, run_dir=run_dir, subdir=subdir,
                                 min_clients=scenario.federation.min_clients,
-                                round_offset=done)
+                                round_offset=done,
+                                modify=_malicious_hand(scenario, data))
     train_config = ConfigRecord({wire.SCENARIO: to_toml(scenario), wire.TRAIN_SEED: train_seed})
     if scenario.federation.aggregation == SECAGG:
         run_secagg_rounds(grid, strategy, initial_arrays=ArrayRecord(recorder.current),
@@ -75,6 +77,20 @@ def train_federation(grid: Grid, scenario: Scenario, data: FederatedData, run_di
         recorder.live_privacy = {"epsilon": spent.epsilon, "delta": spent.delta,
                                  "releases": spent.num_releases, "resumed_from_round": done}
     return recorder
+
+
+def _malicious_hand(scenario: Scenario, data: FederatedData):
+    """The scenario's server's :meth:`~fedaudit.servers.base.Server.modify` on Flower's
+    arrays, or None for a server that sends the global model as it is."""
+    server = server_of(scenario)
+    if not server.modifies_rounds():
+        return None
+
+    def modify(round_: int, arrays: ArrayRecord) -> ArrayRecord:
+        new = server.modify(round_, arrays.to_torch_state_dict(), scenario, data)
+        return arrays if new is None else ArrayRecord(new)
+
+    return modify
 
 
 def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:
