@@ -39,7 +39,7 @@ from fedaudit.registry import Registry, instance_registrar
 
 __all__ = ["COMMON", "EACH_UPDATE", "FAMILIES", "Block", "CaseOutput", "CaseTruth",
            "Headline", "JobSpec", "ReportTable", "Scored", "Scoring", "UpdateAttackFamily",
-           "check_rounds", "enabled_families", "families", "register_family"]
+           "check_rounds", "enabled_families", "families", "first_pooled", "register_family"]
 
 #: the position that holds each client's update as received (the threat matrix's row)
 EACH_UPDATE = "curious server (each update)"
@@ -265,6 +265,15 @@ register_family = instance_registrar(
     FAMILIES, "name", """Class decorator: register an instance of an
     :class:`UpdateAttackFamily` subclass under its ``name`` (a taken name needs
     ``replace=True``).""")
+
+
+def first_pooled(section: Any) -> tuple[str, dict[str, Any]]:
+    """A family's headline: its first method and that method's pooled results
+    (``("", {})`` when the section lists no method)."""
+    methods = section.get("methods") if isinstance(section, Mapping) else None
+    if not methods:
+        return "", {}
+    return methods[0], (section.get("pooled") or {}).get(methods[0]) or {}
 
 
 def families() -> list[UpdateAttackFamily]:

@@ -19,7 +19,8 @@ import numpy as np
 
 from attacks.label_leakage.registry import LABEL_ATTACKS, count_error, label_accuracy
 from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
-                                   Scoring, UpdateAttackFamily, register_family)
+                                   Scoring, UpdateAttackFamily, first_pooled,
+                                   register_family)
 from fedaudit.intervals import clopper_pearson
 
 __all__ = ["LabelLeakage", "pooled_labels"]
@@ -44,11 +45,8 @@ def pooled_labels(cases: Sequence[tuple[float, int, int, int]]) -> dict[str, Any
 
 
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
-    methods = section.get("methods") if isinstance(section, Mapping) else None
-    if not methods:
-        return None
-    pooled = (section.get("pooled") or {}).get(methods[0]) or {}
-    return (methods[0], pooled) if pooled.get("label_accuracy") is not None else None
+    m, p = first_pooled(section)
+    return (m, p) if p.get("label_accuracy") is not None else None
 
 
 @register_family

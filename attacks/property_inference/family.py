@@ -25,7 +25,8 @@ import numpy as np
 
 from attacks.property_inference.registry import PROPERTIES, PROPERTY_ATTACKS, AuxiliaryUpdates
 from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
-                                   Scoring, UpdateAttackFamily, register_family)
+                                   Scoring, UpdateAttackFamily, first_pooled,
+                                   register_family)
 from fedaudit.options import option
 from fedaudit.registry import registered
 
@@ -74,11 +75,8 @@ def _auc_text(p: Mapping[str, Any]) -> str:
 
 
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
-    methods = section.get("methods") if isinstance(section, Mapping) else None
-    if not methods:
-        return None
-    pooled = (section.get("pooled") or {}).get(methods[0]) or {}
-    return (methods[0], pooled) if pooled.get("auc") is not None else None
+    m, p = first_pooled(section)
+    return (m, p) if p.get("auc") is not None else None
 
 
 @register_family

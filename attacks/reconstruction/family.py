@@ -21,7 +21,8 @@ import numpy as np
 from attacks.label_leakage import LABEL_ATTACKS
 from attacks.reconstruction.registry import RECONSTRUCTIONS, Budget
 from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
-                                   Scoring, UpdateAttackFamily, register_family)
+                                   Scoring, UpdateAttackFamily, first_pooled,
+                                   register_family)
 from fedaudit.options import option
 
 __all__ = ["ReconstructionFamily", "budget_of"]
@@ -54,11 +55,8 @@ def _pct(v: Any) -> str:
 
 
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
-    methods = section.get("methods") if isinstance(section, Mapping) else None
-    if not methods:
-        return None
-    pooled = (section.get("pooled") or {}).get(methods[0]) or {}
-    return (methods[0], pooled) if pooled.get("samples") else None
+    m, p = first_pooled(section)
+    return (m, p) if p.get("samples") else None
 
 
 @register_family
