@@ -31,7 +31,8 @@ def _covered(declared: str, written: set[str]) -> bool:
 def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
     """Three small runs enable every built-in stage and target kind: digits with
     quantization, LiRA / RMIA references, the DP audit, Res-MIA and FedMIA on all four
-    target kinds, the attacks on one update; the malicious server's imprint block through
+    target kinds, the attacks on one update (labels, reconstruction, property), the
+    gradient-ascent server; the malicious server's imprint block through
     SecAgg+ (the session's shared run, ``malicious_secagg_run``); a generated play with
     planted secrets."""
     from fedaudit.audit import STAGES, TARGETS
@@ -52,7 +53,14 @@ def test_every_built_in_stage_writes_what_it_declares(recorded, tmp_path):
         # of samples are above reconstruction.max_samples), reconstruction's entry still
         "reconstruction.enabled=true", "reconstruction.clients=[0]",
         "label_leakage.enabled=true", "label_leakage.clients=[0]",
-        "reconstruction.iterations=5"]), tmp_path / "digits")
+        "reconstruction.iterations=5",
+        # property inference on the same update (digits: mean pixel above 0.3 is about
+        # half of them), and the gradient-ascent server at round 2
+        "property_inference.enabled=true", "property_inference.clients=[0]",
+        "property_inference.aux_samples=64", "property_inference.batches=2",
+        "property_inference.brightness.above=0.3",
+        "active_membership.enabled=true", "active_membership.targets=16"]),
+        tmp_path / "digits")
     # the malicious server (its block changes the model: a run of its own) is the shared
     # run the fixture recorded
     play = write_play(tmp_path / "play.txt")
