@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from attacks.update_family import (CaseTruth, JobSpec, Scoring, enabled_families,
-                                   families)
+from attacks.update_family import (CaseTruth, JobSpec, Scoring, UpdateAttackFamily,
+                                   enabled_families, families)
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
@@ -39,7 +42,8 @@ from fedaudit.servers.honest import HonestButCurious
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["THREAT_MODEL", "UpdateAttacks", "job_device", "update_jobs"]
+__all__ = ["THREAT_MODEL", "FamilyPlan", "UpdateAttacks", "family_plans", "job_device",
+           "update_jobs"]
 
 #: what the server knew and used (results.json ``<family>.threat_model``)
 THREAT_MODEL = HonestButCurious.threat_model
@@ -115,22 +119,24 @@ class UpdateAttacks(Stage):
     def run(self, ctx: AuditContext) -> None:
         runner = ctx.update_runner or run_in_process
         device = job_device(ctx.scenario, on_actors=getattr(runner, "on_actors", False))
-        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir, device=device)
+        plans = family_plans(ctx.scenario, ctx.data)  # the auxiliary data drawn once
+        jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir, device=device,
+                                  plans=plans)
         t0 = time.perf_counter()
         results, cached, failed = _run_jobs(ctx, runner, jobs)
         seconds = time.perf_counter() - t0  # every family's jobs run together
         prior = ctx.data.x[ctx.data.train].mean(axis=0)
-        for f in enabled_families(ctx.scenario):
+        for p in plans:
+            f = p.family
             mine = [r for r in results if r.family == f.name]
             scored = f.score(mine, Scoring(
-                methods=list(ctx.scenario.stages[f.name]["methods"]),
+                methods=list(p.table["methods"]),
                 truths=[_truth(ctx.data, r) for r in mine], num_classes=ctx.data.num_classes,
-                prior=prior, settings=f.settings(ctx.scenario), device=device,
-                inputs=f.inputs(ctx.scenario, ctx.data)))
+                prior=prior, settings=p.settings, device=device, inputs=p.inputs))
             if scored.arrays is not None and f.file:
                 atomic_save_npz(ctx.run_dir / f.file, **scored.arrays)
             ctx.results[f.name] = {
-                "methods": list(ctx.scenario.stages[f.name]["methods"]),
+                "methods": list(p.table["methods"]),
                 "threat_model": THREAT_MODEL, **scored.section,
                 "seconds": seconds,
                 "notes": notes.get(f.name, []) + failed.get(f.name, []),
@@ -162,34 +168,55 @@ def job_device(scenario: Scenario, *, on_actors: bool) -> str:
     return "cuda"
 
 
-def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
-                device: str = "cpu") -> tuple[list[UpdateJob], dict[str, list[str]]]:
-    """One :class:`UpdateJob` per (case, enabled family) for every (client, round) update
-    the ``client-updates`` probe kept in ``run_dir`` that the family's table selects, and
-    each family's notes of the cases it leaves out (its ``methods_for``)."""
-    total = scenario.federation.rounds
-    plan = []
+@dataclass(frozen=True, eq=False)
+class FamilyPlan:
+    """What an enabled family's jobs and its scoring share, built once per audit: its table,
+    the updates it selects, each method's options, its settings and its inputs."""
+
+    family: UpdateAttackFamily
+    table: Mapping[str, Any]
+    select: UpdateSelection
+    options: dict[str, dict[str, Any]]
+    settings: dict[str, Any]
+    inputs: dict[str, np.ndarray]
+
+
+def family_plans(scenario: Scenario, data: FederatedData) -> list[FamilyPlan]:
+    """One :class:`FamilyPlan` per enabled family, in the families' order."""
+    out = []
     for f in enabled_families(scenario):
         t = scenario.stages[f.name]
-        options = {m: dict(scenario.stages.get(f"{f.name}.{m}", {})) for m in t["methods"]}
-        plan.append((f, t, UpdateSelection.of(t, total), options, f.settings(scenario),
-                     f.inputs(scenario, data)))
+        out.append(FamilyPlan(
+            f, t, UpdateSelection.of(t, scenario.federation.rounds),
+            {m: dict(scenario.stages.get(f"{f.name}.{m}", {})) for m in t["methods"]},
+            f.settings(scenario), f.inputs(scenario, data)))
+    return out
+
+
+def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
+                device: str = "cpu", plans: list[FamilyPlan] | None = None
+                ) -> tuple[list[UpdateJob], dict[str, list[str]]]:
+    """One :class:`UpdateJob` per (case, enabled family) for every (client, round) update
+    the ``client-updates`` probe kept in ``run_dir`` that the family's table selects, and
+    each family's notes of the cases it leaves out (its ``methods_for``); ``plans``: the
+    families' :func:`family_plans` when the caller has them already."""
+    plans = family_plans(scenario, data) if plans is None else plans
     jobs, notes = [], {}
     for case in kept_cases(run_dir):
         start, received = load_case(run_dir, case)
         true = data.y[data.clients[case.client]]
-        for f, t, select, options, settings, inputs in plan:
-            if not (select.keeps_client(case.client) and select.keeps_round(case.round)):
+        for p in plans:
+            if not (p.select.keeps_client(case.client) and p.select.keeps_round(case.round)):
                 continue
-            methods, note = f.methods_for(t, case.num_examples)
+            methods, note = p.family.methods_for(p.table, case.num_examples)
             if note:
-                notes.setdefault(f.name, []).append(
+                notes.setdefault(p.family.name, []).append(
                     f"client {case.client} round {case.round}: {note}")
             if not methods:
                 continue
-            spec = JobSpec(methods, {m: options[m] for m in methods}, settings, true, device,
-                           inputs)
-            jobs.append(UpdateJob(scenario, f.name, case.client, case.round,
+            spec = JobSpec(methods, {m: p.options[m] for m in methods}, p.settings, true,
+                           device, p.inputs)
+            jobs.append(UpdateJob(scenario, p.family.name, case.client, case.round,
                                   case.num_examples, tuple(data.x.shape[1:]),
                                   data.num_classes, start, received, spec))
     return jobs, notes
