@@ -8,7 +8,7 @@ import os as _os
 _os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 
-_API = ("run", "load_run", "validate", "Run")
+_API = ("run", "load_run", "validate", "matrix", "Run", "Matrix")
 
 
 def __getattr__(name: str):

@@ -6,6 +6,8 @@
     run.results["attacks"]["loss"]["auc"]
     scores = run.scores()          # scores.npz as named arrays (a DataFrame with pandas)
     run.report()                   # writes report.html, returns its path
+    m = fedaudit.matrix("reconstruction-digits", defenses=["none", "secagg+"])
+    m.data["defenses"][0]["cells"]  # matrix.json: position -> family -> cell
 
 A scenario is a bundled name, a path to a .toml file, or a dict (nested like the TOML, or
 with dotted table names).  Plug-ins registered in the calling process are used: attacks and
@@ -120,3 +122,34 @@ def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
     if report:
         result.report()
     return result
+
+
+@dataclass
+class Matrix:
+    """A matrix folder (``fedaudit matrix``): ``data`` is its matrix.json."""
+
+    dir: Path
+    data: dict
+
+    @property
+    def report_path(self) -> Path:
+        return self.dir / "report.html"
+
+
+def matrix(scenario: str | os.PathLike, *, defenses: list[str] | tuple[str, ...] | None = None,
+           out: str | os.PathLike | None = None,
+           overrides: list[str] | tuple[str, ...] | None = None, resume: bool = False,
+           progress: bool = True, cache: str | os.PathLike | None = None) -> Matrix:
+    """Run the threat-model matrix of ``scenario`` over ``defenses`` (default: its ``[matrix]
+    defenses``) into ``out`` (default: a new ``runs/matrix-<scenario>-<time>``), like
+    ``fedaudit matrix``; ``resume`` continues the matrix in ``out``.  Return the
+    :class:`Matrix` (matrix.json parsed)."""
+    from fedaudit.console.progress import RichProgress
+    from fedaudit.defense_matrix import open_matrix_dir, plan_matrix, run_matrix
+
+    plan = plan_matrix(os.fspath(scenario), defenses, list(overrides or ()))
+    root = open_matrix_dir(plan, out, resume=resume)
+    bar = (lambda run: RichProgress(run.scenario.federation.rounds)) if progress else None
+    with using_cache(cache):
+        doc = run_matrix(plan, root, progress=bar)
+    return Matrix(root, doc)

@@ -1,4 +1,4 @@
-"""``fedaudit`` command line: run, validate, list scenarios, report, compare, sweep, lab."""
+"""``fedaudit`` command line: run, validate, scenarios, report, compare, sweep, matrix, lab."""
 
 from __future__ import annotations
 
@@ -95,8 +95,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="compare table: one row per quantized release too")
     sw.add_argument("--no-report", dest="report", action="store_false",
                     help="do not write report.html in each run directory")
+    from fedaudit.defense_matrix.commands import add_matrix_parser
     from fedaudit.labs.commands import add_lab_parser
 
+    add_matrix_parser(sub, _ArgParser)
     add_lab_parser(sub, _ArgParser)
     return p
 
@@ -324,6 +326,11 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from fedaudit.defense_matrix.commands import cmd_matrix as matrix
+    return matrix(args)
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     from fedaudit.labs.commands import cmd_lab as run_lab
 
@@ -334,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "validate": cmd_validate, "scenarios": cmd_scenarios,
                "report": cmd_report, "compare": cmd_compare, "sweep": cmd_sweep,
-               "deploy": cmd_deploy, "lab": cmd_lab}[args.command]
+               "deploy": cmd_deploy, "matrix": cmd_matrix, "lab": cmd_lab}[args.command]
     try:
         with using_cache(getattr(args, "cache", None)):
             return handler(args)

@@ -45,8 +45,8 @@ class Cell:
     """One cell: ``status`` (measured / not possible / not measured), the headline
     ``figure`` (AUC, label accuracy, PSNR or share; None unless measured), a short ``text``
     for tables, ``why`` when there is no figure, and, where the run has them, the figure's
-    95 % ``interval`` ``[low, high]`` and its ``verdict`` against chance (the membership
-    cells: :mod:`fedaudit.intervals`)."""
+    95 % ``interval`` ``[low, high]``, its ``verdict`` against chance (:mod:`fedaudit.intervals`)
+    and the ``chance`` level it is judged against (the membership AUC's 0.5)."""
 
     status: str
     figure: float | None = None
@@ -54,6 +54,7 @@ class Cell:
     why: str = ""
     interval: list[float] | None = None
     verdict: str | None = None
+    chance: float | None = None
 
 
 def _position(results: dict, name: str) -> dict | None:
@@ -80,7 +81,8 @@ def _membership(p: dict | None, what: str) -> Cell:
                 + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else "")
                 + (f", TPR@1%FPR {tpr:.3f}" if tpr is not None else "")
                 + f" ({p.get('best_method', '?')})",
-                interval=list(ci) if isinstance(ci, list) else None, verdict=verdict)
+                interval=list(ci) if isinstance(ci, list) else None, verdict=verdict,
+                chance=0.5)
 
 
 def _family_cell(fam: Any, results: dict) -> Cell:
@@ -102,7 +104,8 @@ def _active(results: dict) -> Cell:
                        "")
     passive = (a.get("passive") or {}).get("auc")
     text = cell.text + (f"; passive {passive:.3f}" if passive is not None else "")
-    return Cell(MEASURED, cell.figure, text, interval=cell.interval, verdict=cell.verdict)
+    return Cell(MEASURED, cell.figure, text, interval=cell.interval, verdict=cell.verdict,
+                chance=cell.chance)
 
 
 def _malicious(results: dict) -> Cell:
@@ -142,7 +145,8 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
             _position(results, "curious server"), "each client's model")},
         "curious server (aggregate only)": {  # the aggregates are the rounds' models
             "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
-                                interval=insider.interval, verdict=insider.verdict)
+                                interval=insider.interval, verdict=insider.verdict,
+                                chance=insider.chance)
                            if insider.status == MEASURED else insider)},
         "malicious server": {"membership": _active(results)},
     }

@@ -40,14 +40,15 @@ from fedaudit.scenario.tables import (DEFAULT_ATTACKS, DEFAULT_TEXT_ATTACKS,
                                       AttackConfig, AuditConfig, CanariesConfig,
                                       ClientResources, DataConfig, DefenseConfig,
                                       DpAuditConfig, FaultsConfig, FederationConfig, GnqConfig,
+                                      MatrixConfig,
                                       ModelConfig, QuantizationConfig, RayInit,
                                       ReferenceConfig, RunInfo, SecAggConfig, TrainConfig)
 
 __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
-    "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo", "Scenario",
-    "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
+    "MatrixConfig", "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig",
+    "RunInfo", "Scenario", "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
     "sections_to_toml", "to_toml",
 ]
 
@@ -65,6 +66,7 @@ class Scenario:
     faults: FaultsConfig
     defense: DefenseConfig
     canaries: CanariesConfig
+    matrix: MatrixConfig
     #: the tables registered audit stages and servers declare (``[imprint]`` is the
     #: malicious server's): dotted table -> its values
     stages: Mapping[str, Mapping[str, Any]] = declared_tables("audit stage")

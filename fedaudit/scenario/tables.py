@@ -22,7 +22,8 @@ __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig", "RunInfo",
-    "SecAggConfig", "TrainConfig", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
+    "SecAggConfig", "TrainConfig", "MatrixConfig", "DEFAULT_ATTACKS",
+    "DEFAULT_TEXT_ATTACKS",
 ]
 
 #: the attacks a scenario runs unless it says otherwise (registered ones can be added)
@@ -371,3 +372,23 @@ class CanariesConfig:
                                    "are inserted, one group of count secrets per value")
     references: int = key(20, "secret: never-inserted reference secrets", min=0)
     beam: int = key(1, "secret: beam width of the extraction attack (1 = greedy)", min=1)
+
+
+def _check_names(names: list[str]) -> str | None:
+    return "lists a name twice" if len(set(names)) != len(names) else None
+
+
+@dataclass(frozen=True)
+class MatrixConfig:
+    """``[matrix]``: what ``fedaudit matrix`` runs (``fedaudit run`` ignores it); the names
+    are checked when the matrix is planned (:mod:`fedaudit.defense_matrix.plan`)."""
+    defenses: tuple[str, ...] = key(
+        ["none", "dp-sgd", "dp-fedavg", "secagg+", "secagg+dp-fedavg", "sparsify"],
+        "the matrix's columns: defense presets (fedaudit.defenses.presets), defense kinds or "
+        "aggregation paths", check=_check_names)
+    servers: tuple[str, ...] = key(["imprint", "gradient-ascent"], "the malicious servers "
+                                   "run beside each defense, one run each (registered "
+                                   "malicious server kinds)", check=_check_names)
+    families: tuple[str, ...] = key(["label_leakage", "reconstruction"], "the families of "
+                                    "attacks on updates switched on wherever the server sees "
+                                    "each update", check=_check_names)

@@ -74,6 +74,7 @@ class GradientAscentServer(Server):
     kind = "gradient-ascent"
     malicious = True
     options = {"active_membership": TABLE}
+    sections = ("active_membership",)
     threat_model = {
         "position": "malicious server",
         "does": ["at one round, sends the clients the global model after gradient ascent on "

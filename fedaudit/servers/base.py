@@ -33,6 +33,9 @@ class Server:
     #: what the server knew and did (results.json ``threat_model`` of its attacks):
     #: ``position``, ``knows``, ``does_not_know`` and, for a malicious one, ``does``
     threat_model: ClassVar[Mapping[str, Any]] = {}
+    #: the results.json sections its own attacks write (``fedaudit matrix`` takes them from
+    #: the server's run into the defense's matrix)
+    sections: ClassVar[tuple[str, ...]] = ()
 
     def active(self, scenario: Scenario) -> bool:
         """Whether ``scenario`` has this kind of server (a malicious kind's own switch)."""

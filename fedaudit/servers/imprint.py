@@ -49,6 +49,7 @@ class ImprintServer(Server):
     kind = "imprint"
     malicious = True
     options = {"imprint": TABLE}
+    sections = ("malicious_server",)
     threat_model = {
         "position": "malicious server",
         "does": ["sends the clients the task model behind an imprint block of its own (Fowl et "

@@ -1,0 +1,66 @@
+"""The matrix report from explicit matrix.json documents: cells coloured by their verdict,
+the frontier's points, links to the runs' own reports."""
+
+from __future__ import annotations
+
+from fedaudit.defense_matrix.report import cell_class, frontier_points, render_matrix_report
+
+
+def _cell(figure=None, verdict=None, status="measured", interval=None):
+    return {"status": status, "figure": figure, "text": f"fig {figure}", "why": "because",
+            "interval": interval, "verdict": verdict, "chance": None}
+
+
+def test_cells_are_coloured_by_what_they_say_not_by_their_value():
+    assert cell_class(_cell(0.51, "above chance")) == "leak"
+    assert cell_class(_cell(0.9, "not distinguishable from chance")) == "safe"
+    assert cell_class(_cell(0.2, "below chance")) == "safe"
+    assert cell_class(_cell(30.0)) == "meas"  # a PSNR: no chance test
+    assert cell_class(_cell(status="not possible")) == "np"
+    assert cell_class(_cell(status="not measured")) == "nm"
+
+
+def _doc():
+    cells = lambda auc, psnr: {  # noqa: E731
+        "outsider": {"sees": "x", "membership": _cell(auc, "above chance", interval=[0.5, 0.7]),
+                     "reconstruction": _cell(status="not possible")},
+        "insider": {"sees": "y", "membership": _cell(auc + 0.25, "above chance"),
+                    "reconstruction": _cell(psnr)}}
+    return {"scenario": "s", "source": "s.toml", "sets": ["federation.rounds=2"],
+            "positions": {"outsider": "the released model", "insider": "every round"},
+            "families": ["membership", "reconstruction"], "runs_finished": 3, "runs": 4,
+            "seconds": 120.0,
+            "defenses": [
+                {"name": "none", "title": "none", "status": "finished", "test_accuracy": 0.8,
+                 "epsilon": None, "cells": cells(0.6, 20.0),
+                 "runs": {"main": {"status": "finished", "dir": "runs/none--main/s-1",
+                                   "seconds": 60.0, "error": None}}},
+                {"name": "dp-sgd", "title": "DP-SGD", "status": "finished",
+                 "test_accuracy": 0.6, "epsilon": 3.2, "cells": cells(0.52, 12.0),
+                 "runs": {"main": {"status": "finished", "dir": "runs/dp-sgd--main/s-1",
+                                   "seconds": 60.0, "error": None}}},
+                {"name": "sparsify", "title": "sparsify", "status": "failed",
+                 "runs": {"main": {"status": "failed", "dir": None, "seconds": 1.0,
+                                   "error": "RuntimeError: boom"}}}]}
+
+
+def test_the_frontier_takes_each_defense_s_strongest_position():
+    pts = frontier_points(_doc(), "membership")
+    assert [(p["defense"], p["accuracy"], p["figure"], p["position"]) for p in pts] == [
+        ("none", 0.8, 0.85, "insider"), ("DP-SGD", 0.6, 0.77, "insider")]
+    assert [p["figure"] for p in frontier_points(_doc(), "reconstruction")] == [20.0, 12.0]
+    assert frontier_points(_doc(), "label leakage") == []  # the failed defense: no point
+
+
+def test_the_report_links_the_runs_and_shows_every_defense(tmp_path):
+    run = tmp_path / "runs" / "none--main" / "s-1"
+    run.mkdir(parents=True)
+    (run / "report.html").write_text("<html></html>")
+    page = render_matrix_report(_doc(), tmp_path)
+    assert '<a href="runs/none--main/s-1/report.html">' in page
+    assert "runs/dp-sgd--main/s-1" in page and 'href="runs/dp-sgd' not in page  # no report
+    assert 'class="cell leak"' in page and 'class="cell np"' in page
+    assert "RuntimeError: boom" in page and "ε 3.2" in page
+    assert "3 of 4 runs finished, 2.0 min of runs" in page
+    assert page.count("data:image/png;base64,") == 1  # the frontier
+    assert "<script" not in page
