@@ -37,12 +37,21 @@ import numpy as np
 from fedaudit.options import Field, check_options, option
 from fedaudit.registry import Registry, instance_registrar
 
-__all__ = ["COMMON", "EACH_UPDATE", "FAMILIES", "Block", "CaseOutput", "CaseTruth",
+__all__ = ["AGGREGATE_CLIENT", "AGGREGATE_ONLY", "COMMON", "EACH_UPDATE", "FAMILIES", "ON_VIEWS", "Block", "CaseOutput", "CaseTruth",
            "Headline", "JobSpec", "ReportTable", "Scored", "Scoring", "UpdateAttackFamily",
            "check_rounds", "enabled_families", "families", "first_pooled", "register_family"]
 
 #: the position that holds each client's update as received (the threat matrix's row)
 EACH_UPDATE = "curious server (each update)"
+#: the position that holds only each round's aggregate (secure aggregation)
+AGGREGATE_ONLY = "curious server (aggregate only)"
+#: what a family's ``on`` may list: each client's update, or the round's aggregate (the
+#: change of the global model over the round, which every client and a server under secure
+#: aggregation see), with the words tables use
+ON_VIEWS: Mapping[str, str] = {"updates": "each client's update",
+                               "aggregate": "the round's aggregate"}
+#: the ``client`` of a case that is a round's aggregate, not one client's update
+AGGREGATE_CLIENT = -1
 
 
 def check_rounds(value: Any) -> str | None:
@@ -63,6 +72,11 @@ COMMON: Mapping[str, Field] = {
                       item_types=(int,)),
     "rounds": option((str, list), "first", "rounds attacked: first, last, all or a list",
                      check=check_rounds),
+    "on": option(list, ["updates"], "what is attacked: updates (each selected client's update, "
+                 "as the server receives it), aggregate (each selected round's aggregate: the "
+                 "change of the global model, which every client and a server under secure "
+                 "aggregation see; attacked as one client holding the round's samples)",
+                 item_types=(str,), item_choices=tuple(ON_VIEWS)),
 }
 
 
@@ -171,6 +185,9 @@ class UpdateAttackFamily:
     options: ClassVar[Mapping[str, Field]] = {}
     #: the attacker positions that can run it (threat-matrix rows)
     positions: ClassVar[tuple[str, ...]] = (EACH_UPDATE,)
+    #: what ``on`` may list for it (keys of :data:`ON_VIEWS`): an attack that models one
+    #: client's update may not fit an average of several
+    views: ClassVar[tuple[str, ...]] = ("updates",)
     #: the ``compare`` / ``sweep`` columns :meth:`columns` may give, in table order
     column_names: ClassVar[tuple[str, ...]] = ()
     #: the run-directory file its per-sample arrays go to (None: none)

@@ -263,12 +263,10 @@ def _summary(results: dict, seconds: float) -> None:
                f"{link['mean_gnq_percentile']:.1f}" if link else "")
         console.print(f"secrets: mean exposure (bits) on the global model by repeats: {by}; "
                       f"{secrets['global']['extracted']} extracted{gnq}", highlight=False)
-    from attacks.update_family import families
+    from fedaudit.report.console import update_attack_lines
 
-    for fam in families():
-        section = results.get(fam.name)
-        if isinstance(section, dict) and (line := fam.console(section)):
-            console.print(line, highlight=False)
+    for line in update_attack_lines(results):
+        console.print(line, highlight=False)
     mal = results.get("malicious_server")
     if mal and mal.get("samples"):
         console.print(f"malicious server (imprint, {mal['bins']} bins, {mal['aggregation']} "

@@ -57,6 +57,7 @@ class LabelLeakage(UpdateAttackFamily):
     default_methods = ("bias-count",)
     column_names = ("label_accuracy",)
     order = 100
+    views = ("updates", "aggregate")
 
     def attack(self, case, method, spec, prepared):
         return LABEL_ATTACKS.get(method)(case, **spec.options.get(method, {}))

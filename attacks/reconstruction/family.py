@@ -68,6 +68,7 @@ class ReconstructionFamily(UpdateAttackFamily):
     file = "reconstructions.npz"
     column_names = ("rec_psnr", "rec_ssim", "rec_ssim_gain", "rec_identifiability")
     order = 200
+    views = ("updates", "aggregate")
     options = {
         "labels": option(str, "guess", "the labels the reconstructions get: guess (the first "
                          "of label_leakage.methods) or given (the client's true labels: an "

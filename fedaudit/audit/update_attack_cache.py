@@ -51,6 +51,8 @@ def cache_key(job: UpdateJob) -> str:
         "num_examples": job.num_examples, "input_shape": list(job.input_shape),
         "num_classes": job.num_classes, "family": job.family, "methods": list(spec.methods),
         "options": spec.options, "settings": spec.settings, "device": spec.device,
+        # a round's aggregate only: the keys of one client's jobs stay as they were
+        **({"merged": job.merged} if job.merged != 1 else {}),
     }
     h = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode())
     for state in (job.start, job.received):

@@ -28,13 +28,17 @@ __all__ = ["CaseResult", "UpdateJob", "UpdateJobRunner", "local_training", "run_
            "run_update_job"]
 
 
-def local_training(scenario: Scenario, num_examples: int) -> LocalTraining:
+def local_training(scenario: Scenario, num_examples: int, merged: int = 1) -> LocalTraining:
     """What the server knows of a client's local training: the scenario's ``[train]``
-    recipe and the client's reported ``num_examples``."""
+    recipe and the client's reported ``num_examples``.  A round's aggregate of ``merged``
+    clients is attacked as one client holding their ``num_examples`` samples whose batches
+    are ``merged`` times larger: the mean of the clients' steps on their own batches is a
+    step on the union of the batches (exact for one local step of FedAvg weighted by
+    num_examples; docs/algorithms.md section 22)."""
     t = scenario.train
     return LocalTraining(lr=t.lr, momentum=t.momentum if t.optimizer == "sgd" else 0.0,
                          weight_decay=t.weight_decay, optimizer=t.optimizer,
-                         local_epochs=t.local_epochs, batch_size=t.batch_size,
+                         local_epochs=t.local_epochs, batch_size=t.batch_size * merged,
                          num_examples=num_examples)
 
 
@@ -54,6 +58,10 @@ class UpdateJob:
     start: dict[str, torch.Tensor]
     received: dict[str, torch.Tensor]
     spec: JobSpec
+    #: how many clients' updates the case averages: 1 for one client's update, K for a
+    #: round's aggregate of K clients (``client`` is then
+    #: :data:`attacks.update_family.AGGREGATE_CLIENT`)
+    merged: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ def _case(job: UpdateJob) -> UpdateCase:
     model.load_state_dict(job.start)
     update = {k: job.received[k].double() - job.start[k].double() for k in job.start}
     return UpdateCase(model=model, start=job.start, update=update,
-                      training=local_training(job.scenario, job.num_examples),
+                      training=local_training(job.scenario, job.num_examples, job.merged),
                       input_shape=job.input_shape, num_classes=job.num_classes,
                       box=(0.0, 1.0), loss=batch_loss)
 

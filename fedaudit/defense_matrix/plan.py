@@ -5,8 +5,10 @@ the run's own keys), all validated before anything is written.
 * **main** -- the honest-but-curious federation under the defense: membership inference on
   the released model, every round's model and, where the aggregation shows the server
   each update, each client's model (``attack.targets``); the families of attacks on
-  updates named in ``[matrix] families`` switched on where the server sees each update,
-  and every family switched off where it does not (secure aggregation).
+  updates named in ``[matrix] families`` switched on, on each update where the server sees
+  it and on the rounds' aggregates where the family reads them (``<family>.on``); a
+  family that can read neither under the defense (secure aggregation hides each update) is
+  switched off.
 * **one run per server of** ``[matrix] servers`` -- the same federation with that
   malicious server switched on (its table's ``enabled``), trained up to the round it
   attacks, without the membership attacks and the families (its own stage measures it).
@@ -77,23 +79,28 @@ class MatrixPlan:
 
 
 def _families() -> list[str]:
-    from attacks.update_family import FAMILIES
+    from attacks.update_family import families
 
-    return list(FAMILIES.names())
+    return [f.name for f in families()]
+
+
+def _listed(items: Iterable[str]) -> str:
+    return "[" + ",".join(f"'{t}'" for t in items) + "]"
 
 
 def _main_sets(scenario: Scenario, families: Iterable[str]) -> list[str]:
+    from attacks.update_family import FAMILIES
     from fedaudit.probes.aggregation import aggregation_of
 
     sees_updates = UPDATES in aggregation_of(scenario).shows
     targets = ["global", "rounds", *(["clients"] if sees_updates else [])]
-    sets = ["attack.enabled=true", "attack.targets=[" + ",".join(f"'{t}'" for t in targets)
-            + "]"]
-    for fam in _families():
-        if not sees_updates:
-            sets.append(f"{fam}.enabled=false")
-        elif fam in families:
-            sets.append(f"{fam}.enabled=true")
+    sets = ["attack.enabled=true", f"attack.targets={_listed(targets)}"]
+    for name in _families():
+        views = [v for v in FAMILIES.get(name).views if sees_updates or v != "updates"]
+        if not views or (name not in families and not sees_updates):
+            sets.append(f"{name}.enabled=false")
+        elif name in families:
+            sets += [f"{name}.enabled=true", f"{name}.on={_listed(views)}"]
     return sets
 
 

@@ -63,7 +63,7 @@ class ClientUpdates(Probe):
     def on_round(self, view: RoundView, record: RoundRecord) -> None:
         s = self.run.scenario
         selects = [UpdateSelection.of(s.stages[f.name], s.federation.rounds)
-                   for f in enabled_families(s)]
+                   for f in enabled_families(s) if "updates" in s.stages[f.name]["on"]]
         kept = [r for r in view.replies
                 if any(x.keeps_client(r.client) and x.keeps_round(record.round)
                        for x in selects)]

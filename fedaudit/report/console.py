@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fedaudit.report.format import fmt, fmt_ci, verdict_of
 
-__all__ = ["membership_table"]
+__all__ = ["membership_table", "update_attack_lines"]
 
 
 def membership_table(attacks: dict[str, Any]) -> Table:
@@ -25,3 +25,21 @@ def membership_table(attacks: dict[str, Any]) -> Table:
                   fmt_ci(m.get("tpr_at_1pct_fpr"), m.get("tpr_at_1pct_fpr_ci")),
                   fmt(m.get("fpr_at_80pct_tpr")))
     return t
+
+
+def update_attack_lines(results: dict) -> list[str]:
+    """Each family of attacks on updates' console line (:mod:`attacks.update_family`), then
+    its line on the rounds' aggregates where it attacked them."""
+    from attacks.update_family import families
+
+    out = []
+    for fam in families():
+        section = results.get(fam.name)
+        if not isinstance(section, dict):
+            continue
+        if line := fam.console(section):
+            out.append(line)
+        agg = section.get("aggregate")
+        if isinstance(agg, dict) and (line := fam.console(agg)):
+            out.append(f"on the rounds' aggregates: {line}")
+    return out

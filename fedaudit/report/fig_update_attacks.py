@@ -41,12 +41,28 @@ def section_update_attacks(run: RunData) -> str:
            f"{html.escape('; '.join(tm.get('does_not_know', [])))}.</p>"]
     for fam, section in ran:
         out += [_block(b) for b in fam.report(section)]
+        agg = section.get("aggregate")
+        if isinstance(agg, dict):
+            out.append(f"<h3>{html.escape(fam.title.capitalize())} on the rounds' aggregates"
+                       f"</h3><p>{html.escape(_aggregate_rounds(agg))}</p>")
+            out += [_block(b) for b in fam.report(agg)]
         out += [f"<p class=\"intro\">{html.escape(n)}</p>" for n in section.get("notes", [])]
     return "".join(out)
 
 
+def _aggregate_rounds(agg: dict) -> str:
+    """What the attack on the aggregates read: each round's clients and samples."""
+    rounds = "; ".join(f"round {r['round']}: {len(r['clients'])} clients, "
+                       f"{r['num_examples']} samples" for r in agg.get("rounds") or [])
+    return ("The change of the global model over each round, which a server under secure "
+            "aggregation and every client see, attacked as one client holding the round's "
+            f"samples ({rounds or 'no round'}); scored against the union of the round's "
+            "clients' samples.")
+
+
 register_section(SECTION, "What the server learns from the updates",
-                 "The server's attacks on each client's update (issues 39, 48): which labels "
-                 "the client trained on, its training images rebuilt by matching the update, "
-                 "and any other family registered, against the client's true samples of the "
+                 "The server's attacks on each client's update (issues 39, 48) and, where "
+                 "asked (<family>.on), on each round's aggregate (issue 49): which labels "
+                 "the clients trained on, their training images rebuilt by matching the "
+                 "update, and any other family registered, against the true samples of the "
                  "round.", html=section_update_attacks)

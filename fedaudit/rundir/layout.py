@@ -22,6 +22,8 @@
                                clients.npz (client, num_examples)
         reconstructions.npz    every reconstructed sample, its matched true sample and
                                metrics ([reconstruction])
+        aggregate-reconstructions.npz
+                               the same for the rounds' aggregates (reconstruction.on)
         results.json           the summary; its presence marks a finished run
         report.html            the report (unless --no-report)
         run.log                Flower's and fedaudit's log
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "DP_GRADIENT_DIR",
+__all__ = ["aggregate_file", "CHECKPOINTS_DIR", "CLIENT_MODELS_DIR", "DP_CANARIES_NAME", "DP_GRADIENT_DIR",
            "IMPRINT_NAME", "RECONSTRUCTIONS_NAME", "UPDATES_DIR", "update_clients_path", "update_model_path",
            "update_start_path", "updates_round_dir",
            "GNQ_DIR", "GNQ_SAMPLES_NAME", "LOG_NAME", "REPORT_NAME", "RESULTS_NAME",
@@ -117,3 +119,9 @@ def update_model_path(run_dir: Path, round_: int, client: int) -> Path:
 def update_clients_path(run_dir: Path, round_: int) -> Path:
     """The kept clients of ``round_`` and the num_examples each reported."""
     return updates_round_dir(run_dir, round_) / "clients.npz"
+
+
+def aggregate_file(name: str) -> str:
+    """The run-directory file of a family's per-sample arrays on the rounds' aggregates,
+    beside ``name``, its file on each update (``aggregate-reconstructions.npz``)."""
+    return f"aggregate-{name}"

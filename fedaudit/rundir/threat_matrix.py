@@ -13,9 +13,12 @@ Figures: membership -- the best attack's pooled AUC and TPR at 1 % FPR at that p
 the malicious server's membership -- its active attack's AUC beside the passive one;
 a family of attacks on updates -- its :meth:`~attacks.update_family.UpdateAttackFamily.cell`
 at the positions it declares (label leakage: the first label attack's pooled accuracy;
-reconstruction: the first reconstruction's pooled PSNR in dB and identifiability); the
-malicious server's reconstruction -- its share of the round's samples read back
-near-exactly.
+reconstruction: the first reconstruction's pooled PSNR in dB and identifiability), and
+on the rounds' aggregates (its section's ``aggregate``, where its ``on`` lists it) for
+the aggregate-only server and the insider (every client receives consecutive global
+models, so it holds each round's aggregate; subtracting its own update is not
+implemented, so its cell is a lower bound); the malicious server's reconstruction -- its
+share of the round's samples read back near-exactly.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from attacks.update_family import EACH_UPDATE
+from attacks.update_family import AGGREGATE_ONLY, EACH_UPDATE
 
 __all__ = ["POSITIONS", "Cell", "families", "matrix_json", "threat_matrix"]
 
@@ -34,7 +37,7 @@ POSITIONS = {
     "outsider": "the released model",
     "insider": "every round's global model",
     EACH_UPDATE: "each client's update, as received",
-    "curious server (aggregate only)": "each round's aggregate (secure aggregation)",
+    AGGREGATE_ONLY: "each round's aggregate (secure aggregation)",
     "malicious server": "the aggregate of a model it modified",
 }
 NOT_POSSIBLE, NOT_MEASURED, MEASURED = "not possible", "not measured", "measured"
@@ -89,9 +92,26 @@ def _family_cell(fam: Any, results: dict) -> Cell:
     section = results.get(fam.name)
     head = fam.cell(section) if isinstance(section, dict) else None
     if head is None:
-        return Cell(NOT_MEASURED, why=f"{fam.name}.enabled = false (no {fam.title} attack)")
+        return Cell(NOT_MEASURED, why=(
+            f"{fam.name}.on does not list 'updates'" if isinstance(section, dict)
+            and "aggregate" in section else f"{fam.name}.enabled = false (no {fam.title} attack)"))
     return Cell(MEASURED, head.figure, head.text, interval=head.interval,
                 verdict=head.verdict)
+
+
+def _aggregate_cell(fam: Any, results: dict) -> Cell:
+    """A family's cell on the rounds' aggregates (its section's ``aggregate``)."""
+    if "aggregate" not in fam.views:
+        return Cell(NOT_MEASURED, why=f"the {fam.title} attacks do not read a round's "
+                                      "aggregate")
+    section = results.get(fam.name)
+    agg = section.get("aggregate") if isinstance(section, dict) else None
+    head = fam.cell(agg) if isinstance(agg, dict) else None
+    if head is None:
+        return Cell(NOT_MEASURED, why=f"{fam.name}.on does not list 'aggregate' (or "
+                                      f"{fam.name}.enabled = false)")
+    return Cell(MEASURED, head.figure, head.text + ", on the round's aggregate",
+                interval=head.interval, verdict=head.verdict)
 
 
 def _active(results: dict) -> Cell:
@@ -134,8 +154,6 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
     no_update = Cell(NOT_POSSIBLE, why="the position holds no update")
     hidden = Cell(NOT_POSSIBLE, why=f"federation.aggregation = {fed.get('aggregation')!r} "
                                     "hides each client's update from the server")
-    aggregate_only = Cell(NOT_MEASURED, why="attacks on the aggregate alone are not "
-                                            "implemented for this family")
     insider = _membership(_position(results, "insider"), "every round's model")
     matrix = {
         "outsider": {"membership": _membership(_position(results, "outsider"),
@@ -143,7 +161,7 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
         "insider": {"membership": insider},
         EACH_UPDATE: {"membership": hidden if secure else _membership(
             _position(results, "curious server"), "each client's model")},
-        "curious server (aggregate only)": {  # the aggregates are the rounds' models
+        AGGREGATE_ONLY: {  # the aggregates are the rounds' models
             "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
                                 interval=insider.interval, verdict=insider.verdict,
                                 chance=insider.chance)
@@ -152,6 +170,7 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
     }
     for fam in update_families():
         measured = _family_cell(fam, results)
+        on_aggregate = _aggregate_cell(fam, results)
         for pos, row in matrix.items():
             if pos == "outsider":
                 row[fam.title] = no_update
@@ -162,8 +181,14 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
                 row[fam.title] = hidden
             elif pos in fam.positions:
                 row[fam.title] = measured
+            elif pos == "insider" and on_aggregate.status == MEASURED:
+                # every client receives consecutive global models: it holds the aggregate
+                row[fam.title] = Cell(MEASURED, on_aggregate.figure, on_aggregate.text
+                                      + " (its own update not subtracted)",
+                                      interval=on_aggregate.interval,
+                                      verdict=on_aggregate.verdict)
             else:
-                row[fam.title] = aggregate_only
+                row[fam.title] = on_aggregate
     return matrix
 
 

@@ -33,7 +33,7 @@ def test_the_reconstruction_file_is_the_run_directory_s_name_for_it():
 
 def test_the_schema_has_each_family_s_table_and_the_jobs_table():
     sch = schema()
-    assert set(sch["label_leakage"]) == {"enabled", "clients", "rounds", "methods"}
+    assert set(sch["label_leakage"]) == {"enabled", "clients", "rounds", "on", "methods"}
     assert {"labels", "max_samples", "iterations", "seed"} <= set(sch["reconstruction"])
     assert set(sch["update_attacks"]) == {"runtime", "device"}
     assert "share" not in sch["label_leakage"]  # attack options live in their own tables

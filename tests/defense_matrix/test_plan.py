@@ -18,15 +18,19 @@ def test_each_defense_has_a_main_run_and_one_run_per_malicious_server():
         "none--main", "none--imprint", "none--gradient-ascent",
         "secagg+--main", "secagg+--imprint", "secagg+--gradient-ascent"]
     main = {r.defense: r.scenario for r in plan.runs if r.role == "main"}
-    # plain aggregation: every position's target and the families of [matrix] families
+    # plain aggregation: every position's target and the families of [matrix] families,
+    # on each update and on the rounds' aggregates
     assert main["none"].attack.enabled and main["none"].attack.targets == (
         "global", "rounds", "clients")
-    assert main["none"].stages["reconstruction"]["enabled"]
+    for f in ("label_leakage", "reconstruction"):
+        assert main["none"].stages[f]["enabled"]
+        assert list(main["none"].stages[f]["on"]) == ["updates", "aggregate"]
+        # SecAgg+: on the aggregates only (the server does not see one client's update)
+        assert list(main["secagg+"].stages[f]["on"]) == ["aggregate"]
     assert main["none"].federation.aggregation == "plain"
-    # SecAgg+: no client model, no family on each update (the server does not see one)
     assert main["secagg+"].attack.targets == ("global", "rounds")
-    assert not any(main["secagg+"].stages[f]["enabled"]
-                   for f in ("label_leakage", "reconstruction", "property_inference"))
+    # property inference models one client's update: off where the server sees none
+    assert not main["secagg+"].stages["property_inference"]["enabled"]
     servers = {(r.defense, r.role): r.scenario for r in plan.runs if r.role != "main"}
     imprint = servers[("secagg+", "imprint")]
     assert imprint.stages["imprint"]["enabled"] and not imprint.attack.enabled

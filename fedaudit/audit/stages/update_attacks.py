@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from attacks.update_family import (CaseTruth, JobSpec, Scoring, UpdateAttackFamily,
-                                   enabled_families, families)
-from fedaudit.audit.context import AuditContext
+from attacks.update_family import (AGGREGATE_CLIENT, ON_VIEWS, CaseTruth, JobSpec, Scoring,
+                                   UpdateAttackFamily, enabled_families, families)
+from fedaudit.audit.context import AuditContext, Trajectory
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
 from fedaudit.audit.update_attacks import CaseResult, UpdateJob, UpdateJobRunner, run_in_process
@@ -37,16 +37,28 @@ from fedaudit.data import FederatedData
 from fedaudit.options import option
 from fedaudit.probes.client_updates import UpdateSelection, kept_cases, load_case
 from fedaudit.rundir import atomic_save_npz
+from fedaudit.rundir.layout import aggregate_file
 from fedaudit.scenario import Scenario
 from fedaudit.servers.honest import HonestButCurious
 
 log = logging.getLogger("fedaudit")
 
-__all__ = ["THREAT_MODEL", "FamilyPlan", "UpdateAttacks", "family_plans", "job_device",
+__all__ = ["AGGREGATE_THREAT_MODEL", "THREAT_MODEL", "AggregateRound", "FamilyPlan",
+           "UpdateAttacks", "aggregate_jobs", "aggregate_rounds", "family_plans", "job_device",
            "update_jobs"]
 
 #: what the server knew and used (results.json ``<family>.threat_model``)
 THREAT_MODEL = HonestButCurious.threat_model
+#: what the attacker on a round's aggregate knew (results.json ``<family>.aggregate``)
+AGGREGATE_THREAT_MODEL = {
+    "position": "a curious server that sees only each round's aggregate (secure "
+                "aggregation), or any client (it receives consecutive global models)",
+    "knows": ["the global model before and after the round (their difference is the "
+              "round's aggregate update)", "which clients the round aggregated and the "
+              "num_examples each declared", "the architecture, the loss and the [train] "
+              "recipe"],
+    "does_not_know": ["any single client's update", "the clients' data and labels"],
+}
 
 #: ``[update_attacks]``: where the jobs of every family run
 TABLE = {
@@ -83,7 +95,9 @@ class UpdateAttacks(Stage):
         return bool(enabled_families(scenario))
 
     def probes(self, scenario):
-        return ("client-updates",)
+        # a round's aggregate is read from the run's checkpoints: no probe needed
+        each = any("updates" in scenario.stages[f.name]["on"] for f in enabled_families(scenario))
+        return ("client-updates",) if each else ()
 
     def check(self, scenario):
         n, total = scenario.federation.num_clients, scenario.federation.rounds
@@ -91,6 +105,13 @@ class UpdateAttacks(Stage):
             t = scenario.stages[f.name]
             if not t["methods"]:
                 return f"{f.name}.enabled = true lists no attack in {f.name}.methods"
+            on = list(t["on"])
+            if not on or len(set(on)) != len(on):
+                return (f"{f.name}.on = {on!r}: list each of {', '.join(f.views)} at most "
+                        "once, at least one")
+            if bad := [v for v in on if v not in f.views]:
+                return (f"{f.name}.on = {on!r}: the {f.title} attacks do not read "
+                        f"{ON_VIEWS[bad[0]]}; allowed: {', '.join(f.views)}")
             bad = [c for c in t["clients"] if not 0 <= c < n]
             if bad:
                 return (f"{f.name}.clients = {list(t['clients'])!r}: client {bad[0]} does "
@@ -122,31 +143,75 @@ class UpdateAttacks(Stage):
         plans = family_plans(ctx.scenario, ctx.data)  # the auxiliary data drawn once
         jobs, notes = update_jobs(ctx.scenario, ctx.data, ctx.run_dir, device=device,
                                   plans=plans)
+        rounds = aggregate_rounds(ctx.results["rounds"], ctx.data)
+        more, more_notes = aggregate_jobs(ctx.scenario, ctx.data, ctx.trajectory, rounds,
+                                          device=device, plans=plans)
+        for name, lines in more_notes.items():
+            notes.setdefault(name, []).extend(lines)
         t0 = time.perf_counter()
-        results, cached, failed = _run_jobs(ctx, runner, jobs)
+        results, cached, failed = _run_jobs(ctx, runner, jobs + more)
         seconds = time.perf_counter() - t0  # every family's jobs run together
         prior = ctx.data.x[ctx.data.train].mean(axis=0)
+        by_round = {r.round: r for r in rounds}
         for p in plans:
             f = p.family
-            mine = [r for r in results if r.family == f.name]
-            scored = f.score(mine, Scoring(
-                methods=list(p.table["methods"]),
-                truths=[_truth(ctx.data, r) for r in mine], num_classes=ctx.data.num_classes,
-                prior=prior, settings=p.settings, device=device, inputs=p.inputs))
-            if scored.arrays is not None and f.file:
-                atomic_save_npz(ctx.run_dir / f.file, **scored.arrays)
+            section: dict[str, Any] = {"methods": list(p.table["methods"]),
+                                       "threat_model": THREAT_MODEL}
+            for view in p.table["on"]:
+                mine = [r for r in results if r.family == f.name
+                        and (r.client == AGGREGATE_CLIENT) == (view == "aggregate")]
+                scored = f.score(mine, Scoring(
+                    methods=list(p.table["methods"]),
+                    truths=[_truth(ctx.data, r, by_round) for r in mine],
+                    num_classes=ctx.data.num_classes, prior=prior, settings=p.settings,
+                    device=device, inputs=p.inputs))
+                if scored.arrays is not None and f.file:
+                    name = f.file if view == "updates" else aggregate_file(f.file)
+                    atomic_save_npz(ctx.run_dir / name, **scored.arrays)
+                if view == "updates":
+                    section.update(scored.section)
+                else:
+                    kept = sorted({r.round for r in mine})
+                    section["aggregate"] = {
+                        "methods": list(p.table["methods"]),
+                        "threat_model": AGGREGATE_THREAT_MODEL,
+                        "rounds": [by_round[r].as_dict() for r in kept], **scored.section}
             ctx.results[f.name] = {
-                "methods": list(p.table["methods"]),
-                "threat_model": THREAT_MODEL, **scored.section,
-                "seconds": seconds,
+                **section, "seconds": seconds,
                 "notes": notes.get(f.name, []) + failed.get(f.name, []),
                 "cache": {"from_cache": cached.get(f.name, 0), "dir": str(cache_dir())},
                 "ran_on": getattr(runner, "where",
                                   "the ServerApp's process, one job after another")}
 
 
-def _truth(data: FederatedData, r: CaseResult) -> CaseTruth:
-    ids = data.clients[r.client]
+@dataclass(frozen=True)
+class AggregateRound:
+    """A round whose aggregate replaced the global model: the clients it aggregated
+    (rounds.jsonl ``clients``) and their samples (each client trains on its whole
+    partition every round)."""
+
+    round: int
+    clients: tuple[int, ...]
+    num_examples: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "clients": list(self.clients),
+                "num_examples": self.num_examples}
+
+
+def aggregate_rounds(rounds: list[dict[str, Any]], data: FederatedData) -> list[AggregateRound]:
+    """The rounds of results.json ``rounds`` whose aggregate replaced the global model."""
+    return [AggregateRound(int(line["round"]), tuple(int(c) for c in line["clients"]),
+                           int(sum(len(data.clients[c]) for c in line["clients"])))
+            for line in rounds if line.get("aggregated") and line.get("clients")]
+
+
+def _truth(data: FederatedData, r: CaseResult,
+           rounds: Mapping[int, AggregateRound]) -> CaseTruth:
+    if r.client == AGGREGATE_CLIENT:
+        ids = np.concatenate([data.clients[c] for c in rounds[r.round].clients])
+    else:
+        ids = data.clients[r.client]
     return CaseTruth(r.client, r.round, ids, data.x[ids], data.y[ids])
 
 
@@ -206,7 +271,8 @@ def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
         start, received = load_case(run_dir, case)
         true = data.y[data.clients[case.client]]
         for p in plans:
-            if not (p.select.keeps_client(case.client) and p.select.keeps_round(case.round)):
+            if "updates" not in p.table["on"] or not (
+                    p.select.keeps_client(case.client) and p.select.keeps_round(case.round)):
                 continue
             methods, note = p.family.methods_for(p.table, case.num_examples)
             if note:
@@ -251,3 +317,52 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
         ctx.progress.step("update attacks", finished, len(jobs),
                           f"{job.family}, client {job.client}, round {job.round}")
     return [r for r in done if r is not None], cached, failed
+
+
+def _initial_state(scenario: Scenario, data: FederatedData) -> dict[str, Any]:
+    """The global model the server sent in round 1 (the recorder's start: the served model
+    built from the scenario's seed)."""
+    from fedaudit.servers import served_model
+
+    return {k: v.detach().clone()
+            for k, v in served_model(scenario, data, seed=scenario.seed).state_dict().items()}
+
+
+def aggregate_jobs(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
+                   rounds: list[AggregateRound], *, device: str = "cpu",
+                   plans: list[FamilyPlan] | None = None
+                   ) -> tuple[list[UpdateJob], dict[str, list[str]]]:
+    """One :class:`UpdateJob` per (round, family listing ``aggregate`` in ``on``) for the
+    rounds of ``rounds`` the family's ``rounds`` selects: the global model before the round
+    as the start, the one after it as received, the round's clients' samples as its
+    ``num_examples`` (``client`` = :data:`~attacks.update_family.AGGREGATE_CLIENT`,
+    ``merged`` = the round's clients); and each family's notes."""
+    plans = family_plans(scenario, data) if plans is None else plans
+    plans = [p for p in plans if "aggregate" in p.table["on"]]
+    jobs: list[UpdateJob] = []
+    notes: dict[str, list[str]] = {}
+    if not plans:
+        return jobs, notes
+    initial = None
+    for r in rounds:
+        wanted = [p for p in plans if p.select.keeps_round(r.round)]
+        if not wanted:
+            continue
+        if r.round == 1:
+            initial = initial or _initial_state(scenario, data)
+        start = initial if r.round == 1 else trajectory.state(r.round - 1)
+        received = trajectory.state(r.round)
+        ids = np.concatenate([data.clients[c] for c in r.clients])
+        for p in wanted:
+            methods, note = p.family.methods_for(p.table, r.num_examples)
+            if note:
+                notes.setdefault(p.family.name, []).append(
+                    f"aggregate of round {r.round}: {note}")
+            if not methods:
+                continue
+            spec = JobSpec(methods, {m: p.options[m] for m in methods}, p.settings,
+                           data.y[ids], device, p.inputs)
+            jobs.append(UpdateJob(scenario, p.family.name, AGGREGATE_CLIENT, r.round,
+                                  r.num_examples, tuple(data.x.shape[1:]), data.num_classes,
+                                  start, received, spec, merged=len(r.clients)))
+    return jobs, notes
