@@ -146,12 +146,15 @@ class Scored:
 @dataclass(frozen=True)
 class Headline:
     """A family's threat-matrix cell: the ``figure`` (None when there is no single number),
-    a short ``text``, and where it has them its 95 % ``interval`` and ``verdict``."""
+    a short ``text``, and where it has them its 95 % ``interval``, its ``verdict`` and the
+    ``chance`` level the verdict is against."""
 
     figure: float | None
     text: str
     interval: list[float] | None = None
     verdict: str | None = None
+    #: the figure a guess without information reaches (the verdict is against it)
+    chance: float | None = None
 
 
 @dataclass(frozen=True)

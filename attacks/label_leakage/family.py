@@ -7,7 +7,9 @@ overlap) and :func:`count_error`.  Pooled per attack: the mean of both over the 
 and the share of all their samples whose label was recovered (``labels_recovered`` of
 ``labels``) with its Clopper-Pearson 95 % interval (samples as independent trials:
 docs/algorithms.md section 13), which the threat-matrix cell carries beside the mean
-accuracy.
+accuracy, and the share a guess without information would recover
+(``chance_accuracy``: :func:`~attacks.label_leakage.registry.chance_hits` over the same
+samples) with the interval's ``verdict`` against it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from attacks.label_leakage.registry import LABEL_ATTACKS, count_error, label_accuracy
+from attacks.label_leakage.registry import (LABEL_ATTACKS, chance_hits, count_error,
+                                            label_accuracy)
 from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
                                    Scoring, UpdateAttackFamily, first_pooled,
                                    register_family)
-from fedaudit.intervals import clopper_pearson
+from fedaudit.intervals import chance_verdict, clopper_pearson
 
 __all__ = ["LabelLeakage", "pooled_labels"]
 
@@ -30,17 +33,19 @@ def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
-def pooled_labels(cases: Sequence[tuple[float, int, int, int]]) -> dict[str, Any]:
-    """Pool (accuracy, count error, labels recovered, samples) over the cases (module
-    docstring)."""
+def pooled_labels(cases: Sequence[tuple[float, int, int, int, float]]) -> dict[str, Any]:
+    """Pool (accuracy, count error, labels recovered, samples, chance's expected labels
+    recovered) over the cases (module docstring)."""
     out: dict[str, Any] = {
         "label_accuracy": float(np.mean([c[0] for c in cases])) if cases else None,
         "count_error": float(np.mean([c[1] for c in cases])) if cases else None,
         "cases": len(cases)}
     hits, n = sum(c[2] for c in cases), sum(c[3] for c in cases)
     if n:
-        out.update(labels=n, labels_recovered=hits,
-                   label_accuracy_ci=list(clopper_pearson(hits, n)))
+        ci = clopper_pearson(hits, n)
+        chance = sum(c[4] for c in cases) / n
+        out.update(labels=n, labels_recovered=hits, label_accuracy_ci=list(ci),
+                   chance_accuracy=chance, verdict=chance_verdict(ci, chance))
     return out
 
 
@@ -73,7 +78,7 @@ class LabelLeakage(UpdateAttackFamily):
                 entry[m] = {"label_accuracy": float(acc), "count_error": int(err),
                             "seconds": out.seconds[m]}
                 hits = int(np.minimum(guess.counts, true).sum())  # acc = hits / samples
-                pooled[m].append((acc, err, hits, int(true.sum())))
+                pooled[m].append((acc, err, hits, int(true.sum()), chance_hits(true)))
             per_case.append(entry)
         return Scored({"cases": per_case,
                        "pooled": {m: pooled_labels(v) for m, v in pooled.items()}})
@@ -101,8 +106,10 @@ class LabelLeakage(UpdateAttackFamily):
         acc, ci = float(p["label_accuracy"]), p.get("label_accuracy_ci")
         if not (isinstance(ci, list) and len(ci) == 2):  # an older run's section
             return Headline(acc, f"label acc {acc:.2f} ({m})")
-        return Headline(acc, f"label acc {acc:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({m})",
-                        interval=list(ci))
+        chance = p.get("chance_accuracy")
+        return Headline(acc, f"label acc {acc:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({m})"
+                        + (f", chance {chance:.2f}" if chance is not None else ""),
+                        interval=list(ci), verdict=p.get("verdict"), chance=chance)
 
     def report(self, section):
         rows = []
@@ -111,10 +118,13 @@ class LabelLeakage(UpdateAttackFamily):
             ci = p.get("label_accuracy_ci")
             recovered = (f"{_pct(share)} [{_pct(ci[0])}, {_pct(ci[1])}]"
                          if isinstance(ci, list) and len(ci) == 2 else _pct(share))
-            rows.append([m, str(p["cases"]), _pct(p["label_accuracy"]), recovered,
+            chance = (f"{_pct(p['chance_accuracy'])} ({p['verdict']})"
+                      if p.get("chance_accuracy") is not None else "–")
+            rows.append([m, str(p["cases"]), _pct(p["label_accuracy"]), recovered, chance,
                          "–" if p["count_error"] is None else f"{p['count_error']:.2f}"])
         return [ReportTable(["label attack", "updates", "label accuracy (multiset)",
-                             "labels recovered [95% CI]", "mean count error"], rows)]
+                             "labels recovered [95% CI]", "chance (verdict)",
+                             "mean count error"], rows, text_cols=(0, 4))]
 
 
 FAMILIES.mark_builtin()

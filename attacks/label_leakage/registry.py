@@ -38,7 +38,8 @@ from numpy.typing import ArrayLike
 from fedaudit.options import Field, check_options
 from fedaudit.registry import Registry
 
-__all__ = ["LABEL_ATTACKS", "LabelAttackFn", "LabelGuess", "count_error", "get_label_attack",
+__all__ = ["LABEL_ATTACKS", "LabelAttackFn", "LabelGuess", "chance_hits", "count_error",
+           "get_label_attack",
            "label_accuracy", "label_attack_label", "label_attack_names",
            "label_attack_options", "label_counts", "register_label_attack"]
 
@@ -135,6 +136,25 @@ def label_accuracy(guess_counts: ArrayLike, true_counts: ArrayLike) -> float:
     if n == 0:
         raise ValueError("true_counts sums to 0: no label to recover")
     return float(np.minimum(g, t).sum()) / n
+
+
+def chance_hits(true_counts: ArrayLike) -> float:
+    """The labels a guess without information recovers on average: the expected multiset
+    overlap ``E[sum_c min(G_c, t_c)]`` of ``n = sum_c t_c`` labels drawn uniformly at random
+    over the ``C = len(true_counts)`` classes, ``G ~ Multinomial(n, 1/C)``.  Since
+    ``min(G_c, t_c) = sum_{k=1..t_c} [G_c >= k]`` and each ``G_c ~ Binomial(n, 1/C)``,
+
+        chance_hits = sum_c sum_{k=1..t_c} P(Binomial(n, 1/C) >= k)
+
+    (exact; ``chance_hits / n`` is the chance level of :func:`label_accuracy`)."""
+    from scipy.stats import binom
+
+    t = np.asarray(true_counts)
+    if t.ndim != 1 or t.size == 0 or not np.issubdtype(t.dtype, np.integer) or (t < 0).any():
+        raise ValueError("true_counts must be a non-empty 1-d array of non-negative integers")
+    n, c = int(t.sum()), t.size
+    tail = binom.sf(np.arange(int(t.max()) if n else 0), n, 1.0 / c)  # P(G >= k), k = 1..
+    return float(sum(tail[:int(tc)].sum() for tc in t))
 
 
 def count_error(guess_counts: ArrayLike, true_counts: ArrayLike) -> int:

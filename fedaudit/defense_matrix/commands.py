@@ -52,6 +52,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from fedaudit.console.interrupt import stop_cleanly_on_sigint
     from fedaudit.console.progress import RichProgress
     from fedaudit.defense_matrix import open_matrix_dir, plan_matrix, run_matrix
+    from fedaudit.config import ScenarioError
+
+    if args.resume and not args.out:  # before the runs are planned and checked
+        raise ScenarioError("--resume needs --out DIR, the folder of the matrix to continue")
     defenses = ([d.strip() for d in args.defenses.split(",")] if args.defenses is not None
                 else None)
     plan = plan_matrix(args.scenario, defenses, args.overrides)

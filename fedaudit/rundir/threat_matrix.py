@@ -96,7 +96,7 @@ def _family_cell(fam: Any, results: dict) -> Cell:
             f"{fam.name}.on does not list 'updates'" if isinstance(section, dict)
             and "aggregate" in section else f"{fam.name}.enabled = false (no {fam.title} attack)"))
     return Cell(MEASURED, head.figure, head.text, interval=head.interval,
-                verdict=head.verdict)
+                verdict=head.verdict, chance=head.chance)
 
 
 def _aggregate_cell(fam: Any, results: dict) -> Cell:
@@ -111,7 +111,7 @@ def _aggregate_cell(fam: Any, results: dict) -> Cell:
         return Cell(NOT_MEASURED, why=f"{fam.name}.on does not list 'aggregate' (or "
                                       f"{fam.name}.enabled = false)")
     return Cell(MEASURED, head.figure, head.text + ", on the round's aggregate",
-                interval=head.interval, verdict=head.verdict)
+                interval=head.interval, verdict=head.verdict, chance=head.chance)
 
 
 def _active(results: dict) -> Cell:
@@ -186,7 +186,8 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
                 row[fam.title] = Cell(MEASURED, on_aggregate.figure, on_aggregate.text
                                       + " (its own update not subtracted)",
                                       interval=on_aggregate.interval,
-                                      verdict=on_aggregate.verdict)
+                                      verdict=on_aggregate.verdict,
+                                      chance=on_aggregate.chance)
             else:
                 row[fam.title] = on_aggregate
     return matrix

@@ -140,3 +140,38 @@ def test_greedy_allocation_raises_the_picked_score():
     # scores 0, 1; step 0.6: picks 0 (-> 0.6), 0 (-> 1.2), 1 (-> 1.6), 0
     assert allocate_greedily(np.array([0.0, 1.0]), 0.6, np.array([0, 0]), 4).tolist() == [3, 1]
     assert allocate_greedily(np.array([0.0, 1.0]), 0.6, np.array([2, 0]), 2).tolist() == [2, 0]
+
+
+def _enumerated_chance(true_counts) -> float:
+    """E[sum_c min(G_c, t_c)] by enumerating every sequence of n uniform draws (C^n of
+    them, each of probability C^-n)."""
+    import itertools
+
+    t = np.asarray(true_counts)
+    c, n = len(t), int(t.sum())
+    total = 0.0
+    for draw in itertools.product(range(c), repeat=n):
+        g = np.bincount(draw, minlength=c)
+        total += np.minimum(g, t).sum()
+    return total / c ** n
+
+
+@pytest.mark.parametrize("true_counts, expected", [
+    ([1, 0, 0, 0, 0, 0, 0, 0, 0, 0], 0.1),  # one label in ten classes: a tenth of a label
+    ([1, 1], 1.5),  # draws (a,a) (a,b) (b,a) (b,b): 1, 2, 2, 1 labels recovered
+])
+def test_chance_hits_by_hand(true_counts, expected):
+    from attacks.label_leakage.registry import chance_hits
+
+    assert chance_hits(np.array(true_counts)) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("true_counts", [[3, 0, 1], [2, 2, 0, 1], [0, 0, 4], [5, 1]])
+def test_chance_hits_equals_the_enumerated_expectation(true_counts):
+    from attacks.label_leakage.registry import chance_hits
+
+    # float64 sums of at most 4^5 terms: agreement far inside 1e-12
+    assert chance_hits(np.array(true_counts)) == pytest.approx(
+        _enumerated_chance(true_counts), rel=1e-12)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        chance_hits(np.array([1.0, 2.0]))

@@ -74,8 +74,14 @@ def test_label_leakage_scores_and_pools_explicit_guesses():
     section = {"methods": ["m"], **scored.section}
     assert fam.columns(section) == {"label_accuracy": pooled["label_accuracy"]}
     ci = pooled["label_accuracy_ci"]  # Clopper-Pearson on 3 of 4: [0.194, 0.994]
-    assert fam.cell(section) == Headline(pooled["label_accuracy"],
-                                         "label acc 0.83 [0.19, 0.99] (m)", interval=ci)
+    # chance: client 0 (labels 0, 0, 1 of 3 classes) expects 2 P(Bin(3, 1/3) >= 1) +
+    # P(Bin(3, 1/3) >= 2) = 38/27 + 7/27 = 5/3 labels, client 1 expects 1/3: 2 of 4
+    assert pooled["chance_accuracy"] == pytest.approx(0.5, rel=1e-12)
+    assert pooled["verdict"] == "not distinguishable from chance"  # 0.5 is inside the CI
+    assert fam.cell(section) == Headline(
+        pooled["label_accuracy"], "label acc 0.83 [0.19, 0.99] (m), chance 0.50",
+        interval=ci, verdict="not distinguishable from chance",
+        chance=pooled["chance_accuracy"])
     older = {"methods": ["m"], "pooled": {"m": {"label_accuracy": 0.5}}}
     assert fam.cell(older) == Headline(0.5, "label acc 0.50 (m)")
     assert fam.console(section).startswith("label leakage from 2 updates: label accuracy m 83%")

@@ -73,9 +73,11 @@ def test_pooled_label_leakage_has_the_samples_interval():
     from attacks.label_leakage.family import pooled_labels as _pooled_labels
     from fedaudit.intervals import clopper_pearson
 
-    out = _pooled_labels([(0.75, 2, 3, 4), (1.0, 0, 4, 4)])
+    out = _pooled_labels([(0.75, 2, 3, 4, 1.25), (1.0, 0, 4, 4, 0.75)])
+    ci = clopper_pearson(7, 8)  # [0.473, 0.997]: above the chance level of 2 of 8
     assert out == {"label_accuracy": 0.875, "count_error": 1.0, "cases": 2, "labels": 8,
-                   "labels_recovered": 7, "label_accuracy_ci": list(clopper_pearson(7, 8))}
+                   "labels_recovered": 7, "label_accuracy_ci": list(ci),
+                   "chance_accuracy": 0.25, "verdict": "above chance"}
     assert _pooled_labels([]) == {"label_accuracy": None, "count_error": None, "cases": 0}
 
 

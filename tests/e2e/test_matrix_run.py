@@ -24,6 +24,7 @@ def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     each = "curious server (each update)"
     # plain FedAvg: the server sees each update; the digits are rebuilt near-exactly
     assert none["cells"][each]["label leakage"]["figure"] == 1.0
+    assert none["cells"][each]["label leakage"]["verdict"] == "above chance"
     assert none["cells"][each]["reconstruction"]["figure"] > 30.0
     assert none["cells"][each]["membership"]["chance"] == 0.5
     # SecAgg+ hides each update; the round's aggregate still gives its label counts, to

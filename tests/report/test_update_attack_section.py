@@ -27,13 +27,15 @@ def _cells(html: str) -> list[str]:
 def test_the_section_prints_the_interval_and_the_spread():
     html = section_reconstruction(SimpleNamespace(results=_results(
         {"cases": 2, "label_accuracy": 0.875, "count_error": 1.0, "labels": 8,
-         "labels_recovered": 7, "label_accuracy_ci": [0.4735, 0.9968]},
+         "labels_recovered": 7, "label_accuracy_ci": [0.4735, 0.9968],
+         "chance_accuracy": 0.25, "verdict": "above chance"},
         {"samples": 16, "psnr": 20.25, "psnr_sd": 3.5, "exact": 0, "ssim": 0.5,
          "ssim_sd": 0.125, "prior_ssim": 0.2, "identifiability": 0.75,
          "label_accuracy": 1.0})))
     cells = _cells(html)
-    assert cells[:5] == ["bias-count", "2", "88%", "88% [47%, 100%]", "1.00"]
-    assert cells[5:10] == ["inverting-gradients", "16", "20.2 ± 3.5", "0", "0.500 ± 0.125"]
+    assert cells[:6] == ["bias-count", "2", "88%", "88% [47%, 100%]", "25% (above chance)",
+                         "1.00"]
+    assert cells[6:11] == ["inverting-gradients", "16", "20.2 ± 3.5", "0", "0.500 ± 0.125"]
 
 
 def test_an_older_runs_entries_print_the_numbers_alone():
@@ -42,5 +44,5 @@ def test_an_older_runs_entries_print_the_numbers_alone():
         {"samples": 16, "psnr": 20.25, "exact": 0, "ssim": 0.5, "prior_ssim": 0.2,
          "identifiability": 0.75, "label_accuracy": 1.0})))
     cells = _cells(html)
-    assert cells[:5] == ["bias-count", "2", "88%", "–", "1.00"]
-    assert cells[5:10] == ["inverting-gradients", "16", "20.2", "0", "0.500"]
+    assert cells[:6] == ["bias-count", "2", "88%", "–", "–", "1.00"]
+    assert cells[6:11] == ["inverting-gradients", "16", "20.2", "0", "0.500"]
