@@ -88,13 +88,22 @@ def _listed(items: Iterable[str]) -> str:
     return "[" + ",".join(f"'{t}'" for t in items) + "]"
 
 
+def _servers_off(but: str | None = None) -> list[str]:
+    """Every malicious server's switch off (but ``but``'s): the main run's server is
+    honest whatever the scenario says, and a server run has one malicious server."""
+    from fedaudit.servers import SERVERS
+
+    return [f"{next(iter(s.options))}.enabled=false" for k, s in SERVERS.items()
+            if s.malicious and s.options and k != but]
+
+
 def _main_sets(scenario: Scenario, families: Iterable[str]) -> list[str]:
     from attacks.update_family import FAMILIES
     from fedaudit.probes.aggregation import aggregation_of
 
     sees_updates = UPDATES in aggregation_of(scenario).shows
     targets = ["global", "rounds", *(["clients"] if sees_updates else [])]
-    sets = ["attack.enabled=true", f"attack.targets={_listed(targets)}"]
+    sets = ["attack.enabled=true", f"attack.targets={_listed(targets)}", *_servers_off()]
     for name in _families():
         views = [v for v in FAMILIES.get(name).views if sees_updates or v != "updates"]
         if not views or (name not in families and not sees_updates):
@@ -109,7 +118,7 @@ def _server_sets(scenario: Scenario, kind: str) -> list[str]:
 
     server = SERVERS.get(kind)
     table = next(iter(server.options))
-    sets = [f"{table}.enabled=true", "attack.enabled=false",
+    sets = [*_servers_off(but=kind), f"{table}.enabled=true", "attack.enabled=false",
             *(f"{fam}.enabled=false" for fam in _families())]
     attacked = scenario.stages.get(table, {}).get("round")
     if isinstance(attacked, int):  # train up to the attacked round, not beyond
@@ -156,7 +165,8 @@ def plan_matrix(scenario: str, defenses: Iterable[str] | None = None,
     presets, servers = _check_names(base, defenses)
     runs: list[MatrixRun] = []
     for preset in presets:
-        quiet = ["attack.targets=['global']", *(f"{f}.enabled=false" for f in _families())]
+        quiet = ["attack.targets=['global']", *_servers_off(),
+                 *(f"{f}.enabled=false" for f in _families())]
         try:  # the defense on its own: what its aggregation shows the server
             defended = load_scenario(scenario, [*sets, *preset.sets, *quiet])
         except ScenarioError as exc:

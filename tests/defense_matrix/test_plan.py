@@ -90,3 +90,15 @@ def test_the_runs_are_checked_like_fedaudit_run():
     with pytest.raises(ScenarioError, match=r"^matrix defense 'none', main run: "):
         plan_matrix(SCENARIO, ["none"], ["matrix.servers=[]", "data.dataset=npz",
                                         "data.path=/nonexistent/x.npz"])
+
+
+def test_the_main_run_s_server_is_honest_whatever_the_scenario_says():
+    # active-membership switches the gradient-ascent server on in its own file
+    plan = plan_matrix("active-membership", ["none"], check=False)
+    runs = {r.role: r.scenario for r in plan.runs}
+    assert not runs["main"].stages["active_membership"]["enabled"]
+    assert not runs["main"].stages["imprint"]["enabled"]
+    assert runs["imprint"].stages["imprint"]["enabled"]
+    assert not runs["imprint"].stages["active_membership"]["enabled"]
+    assert runs["gradient-ascent"].stages["active_membership"]["enabled"]
+    assert runs["gradient-ascent"].federation.rounds == 3  # the scenario attacks round 3
