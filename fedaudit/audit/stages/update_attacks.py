@@ -274,18 +274,29 @@ def update_jobs(scenario: Scenario, data: FederatedData, run_dir: Path, *,
             if "updates" not in p.table["on"] or not (
                     p.select.keeps_client(case.client) and p.select.keeps_round(case.round)):
                 continue
-            methods, note = p.family.methods_for(p.table, case.num_examples)
-            if note:
-                notes.setdefault(p.family.name, []).append(
-                    f"client {case.client} round {case.round}: {note}")
-            if not methods:
-                continue
-            spec = JobSpec(methods, {m: p.options[m] for m in methods}, p.settings, true,
-                           device, p.inputs)
-            jobs.append(UpdateJob(scenario, p.family.name, case.client, case.round,
-                                  case.num_examples, tuple(data.x.shape[1:]),
-                                  data.num_classes, start, received, spec))
+            job = _family_job(p, scenario, data, case.client, case.round, case.num_examples,
+                              (start, received), true, device, notes,
+                              f"client {case.client} round {case.round}")
+            if job is not None:
+                jobs.append(job)
     return jobs, notes
+
+
+def _family_job(p: FamilyPlan, scenario: Scenario, data: FederatedData, client: int,
+                round_: int, num_examples: int, models: tuple[dict, dict], true: np.ndarray,
+                device: str, notes: dict[str, list[str]], where: str,
+                merged: int = 1) -> UpdateJob | None:
+    """The family's job on one case (its methods for the case's size; None, with a note,
+    when it runs none); ``models`` = (start, received)."""
+    methods, note = p.family.methods_for(p.table, num_examples)
+    if note:
+        notes.setdefault(p.family.name, []).append(f"{where}: {note}")
+    if not methods:
+        return None
+    spec = JobSpec(methods, {m: p.options[m] for m in methods}, p.settings, true, device,
+                   p.inputs)
+    return UpdateJob(scenario, p.family.name, client, round_, num_examples,
+                     tuple(data.x.shape[1:]), data.num_classes, *models, spec, merged=merged)
 
 
 def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
@@ -354,15 +365,9 @@ def aggregate_jobs(scenario: Scenario, data: FederatedData, trajectory: Trajecto
         received = trajectory.state(r.round)
         ids = np.concatenate([data.clients[c] for c in r.clients])
         for p in wanted:
-            methods, note = p.family.methods_for(p.table, r.num_examples)
-            if note:
-                notes.setdefault(p.family.name, []).append(
-                    f"aggregate of round {r.round}: {note}")
-            if not methods:
-                continue
-            spec = JobSpec(methods, {m: p.options[m] for m in methods}, p.settings,
-                           data.y[ids], device, p.inputs)
-            jobs.append(UpdateJob(scenario, p.family.name, AGGREGATE_CLIENT, r.round,
-                                  r.num_examples, tuple(data.x.shape[1:]), data.num_classes,
-                                  start, received, spec, merged=len(r.clients)))
+            job = _family_job(p, scenario, data, AGGREGATE_CLIENT, r.round, r.num_examples,
+                              (start, received), data.y[ids], device, notes,
+                              f"aggregate of round {r.round}", merged=len(r.clients))
+            if job is not None:
+                jobs.append(job)
     return jobs, notes
