@@ -92,11 +92,21 @@ def _family_cell(fam: Any, results: dict) -> Cell:
     section = results.get(fam.name)
     head = fam.cell(section) if isinstance(section, dict) else None
     if head is None:
-        return Cell(NOT_MEASURED, why=(
-            f"{fam.name}.on does not list 'updates'" if isinstance(section, dict)
-            and "aggregate" in section else f"{fam.name}.enabled = false (no {fam.title} attack)"))
+        if not isinstance(section, dict):
+            why = f"{fam.name}.enabled = false (no {fam.title} attack)"
+        elif "pooled" not in section and "aggregate" in section:
+            why = f"{fam.name}.on does not list 'updates'"
+        else:
+            why = _no_case(section, "update", lambda n: not n.startswith("aggregate"))
+        return Cell(NOT_MEASURED, why=why)
     return Cell(MEASURED, head.figure, head.text, interval=head.interval,
                 verdict=head.verdict, chance=head.chance)
+
+
+def _no_case(section: dict, what: str, mine: Any) -> str:
+    """Why a family that ran has no figure: the first of its notes about ``what``."""
+    notes = [n for n in section.get("notes") or [] if isinstance(n, str) and mine(n)]
+    return f"no {what} was attacked" + (f" ({notes[0]})" if notes else "")
 
 
 def _aggregate_cell(fam: Any, results: dict) -> Cell:
@@ -108,8 +118,10 @@ def _aggregate_cell(fam: Any, results: dict) -> Cell:
     agg = section.get("aggregate") if isinstance(section, dict) else None
     head = fam.cell(agg) if isinstance(agg, dict) else None
     if head is None:
-        return Cell(NOT_MEASURED, why=f"{fam.name}.on does not list 'aggregate' (or "
-                                      f"{fam.name}.enabled = false)")
+        return Cell(NOT_MEASURED, why=(
+            _no_case(section, "aggregate", lambda n: n.startswith("aggregate"))
+            if isinstance(agg, dict) else f"{fam.name}.on does not list 'aggregate' (or "
+            f"{fam.name}.enabled = false)"))
     return Cell(MEASURED, head.figure, head.text + ", on the round's aggregate",
                 interval=head.interval, verdict=head.verdict, chance=head.chance)
 

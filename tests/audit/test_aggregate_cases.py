@@ -141,3 +141,18 @@ def test_the_aggregate_fills_the_aggregate_only_and_insider_rows():
     assert rec.status == NOT_MEASURED and "reconstruction.on does not list" in rec.why
     prop = m["insider"]["property inference"]
     assert prop.status == NOT_MEASURED and "do not read a round's aggregate" in prop.why
+
+
+def test_a_family_that_attacked_nothing_says_why():
+    notes = ["client 0 round 1: 32 samples > reconstruction.max_samples = 16: not "
+             "reconstructed", "aggregate of round 1: 256 samples > reconstruction.max_samples "
+             "= 16: not reconstructed"]
+    rec = {"methods": ["inverting-gradients"], "pooled": {"inverting-gradients": {"samples": 0}},
+           "aggregate": {"methods": ["inverting-gradients"],
+                         "pooled": {"inverting-gradients": {"samples": 0}}}, "notes": notes}
+    m = threat_matrix({"scenario": {"federation": {"aggregation": "plain"}},
+                       "reconstruction": rec})
+    each = m["curious server (each update)"]["reconstruction"]
+    assert each.status == NOT_MEASURED and each.why == f"no update was attacked ({notes[0]})"
+    agg = m["curious server (aggregate only)"]["reconstruction"]
+    assert agg.why == f"no aggregate was attacked ({notes[1]})"
