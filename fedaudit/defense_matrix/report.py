@@ -128,27 +128,35 @@ def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
 
 
 def _frontier(doc: dict[str, Any]) -> str:
+    import matplotlib
     from matplotlib.figure import Figure
 
     fams = [f for f in doc["families"] if frontier_points(doc, f)]
     if not fams:
         return '<p class="absent">No defense has a finished main run yet.</p>'
-    fig = Figure(figsize=(4.2 * len(fams), 3.4), layout="constrained")
+    colours = {d["title"]: matplotlib.colormaps["tab10"](i % 10)
+               for i, d in enumerate(doc["defenses"])}
+    fig = Figure(figsize=(3.6 * len(fams), 3.6), layout="constrained")
+    labels: dict[str, Any] = {}
     for ax, fam in zip(fig.subplots(1, len(fams), squeeze=False)[0], fams):
         for p in frontier_points(doc, fam):
             ci = p["interval"]
             yerr = ([[p["figure"] - ci[0]], [ci[1] - p["figure"]]]
                     if isinstance(ci, list) and len(ci) == 2 else None)
-            ax.errorbar([p["accuracy"]], [p["figure"]], yerr=yerr, fmt="o", capsize=3)
             eps = p["epsilon"]
-            label = p["defense"] + (f" (ε {eps:.3g})" if isinstance(eps, (int, float)) else "")
-            ax.annotate(label, (p["accuracy"], p["figure"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            label = p["defense"] + (f", ε {eps:.3g}" if isinstance(eps, (int, float)) else "")
+            handle = ax.errorbar([p["accuracy"]], [p["figure"]], yerr=yerr, fmt="o",
+                                 capsize=3, color=colours[p["defense"]], alpha=0.85)
+            labels.setdefault(label, handle)
         if fam == "membership":
             ax.axhline(0.5, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("test accuracy")
-        ax.set_ylabel({"membership": "AUC (strongest position)"}.get(fam, fam))
+        ax.set_ylabel({"membership": "AUC (strongest position)",
+                       "label leakage": "label accuracy",
+                       "reconstruction": "PSNR (dB)"}.get(fam, fam))
         ax.set_title(fam)
+    fig.legend(list(labels.values()), list(labels), loc="outside lower center",
+               ncol=min(3, len(labels)), fontsize=8, frameon=False)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     data = base64.b64encode(buf.getvalue()).decode("ascii")
