@@ -109,7 +109,8 @@ class RunRecorder:
         if not any("warning" in r for r in self.rounds):  # once per run
             warning = chance_level_warning(round_, self.scenario.federation.rounds, acc,
                                            self.data.y[self.data.test], self.scenario.train,
-                                           failures=len(audit.failures))
+                                           failures=len(audit.failures),
+                                           membership=self.scenario.attack.enabled)
         if warning:
             record["warning"] = warning
             log.warning("%s", warning)

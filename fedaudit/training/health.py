@@ -42,9 +42,13 @@ def chance_level(y_test: np.ndarray) -> ChanceLevel:
 
 
 def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.ndarray,
-                         train: TrainConfig, failures: int = 0) -> str | None:
+                         train: TrainConfig, failures: int = 0, *,
+                         membership: bool = True) -> str | None:
     """A one-line warning when the global model is still at chance level after round
-    ``min(CHECK_FROM_ROUND, rounds)``; None otherwise (and before that round)."""
+    ``min(CHECK_FROM_ROUND, rounds)``; None otherwise (and before that round).  It names
+    the membership attacks as what it concerns when the run has them (``membership``):
+    the attacks on the clients' updates (a one-step reconstruction scenario is untrained
+    on purpose) do not need a trained model."""
     if round_ < min(CHECK_FROM_ROUND, rounds):
         return None
     level = chance_level(y_test)
@@ -58,5 +62,7 @@ def chance_level_warning(round_: int, rounds: int, accuracy: float, y_test: np.n
         causes += f"; {failures} client replies were rejected in this round (see run.log)"
     return (f"the global model is at chance level after round {round_}: test accuracy "
             f"{accuracy:.3f}, always predicting the majority class gives {level.chance:.3f} "
-            f"(noise bound {level.bound:.3f}); attacks on it mean little. Likely causes: "
-            f"{causes}")
+            f"(noise bound {level.bound:.3f})"
+            + ("; membership attacks on it mean little (attacks on the clients' updates do "
+               "not need a trained model)" if membership else "")
+            + f". Likely causes: {causes}")

@@ -34,3 +34,7 @@ def test_warning_only_from_round_3_and_only_at_chance():
     assert chance_level_warning(3, 10, float("nan"), y, TRAIN) is not None
     assert chance_level_warning(1, 1, 0.5, y, TRAIN) is not None  # a 1-round run: its last
     assert "(adam)" in chance_level_warning(3, 5, 0.5, y, dataclasses.replace(TRAIN, optimizer="adam"))
+    # it names what it concerns: the membership attacks, when the run has them
+    assert "membership attacks on it mean little" in msg
+    quiet = chance_level_warning(3, 10, 0.5, y, TRAIN, membership=False)
+    assert "attacks" not in quiet and quiet.endswith("or data not scaled to [0, 1]")
