@@ -21,6 +21,7 @@ The package:
 from __future__ import annotations
 
 import html
+import re
 import time
 from functools import cache
 from pathlib import Path
@@ -47,11 +48,27 @@ def stylesheet() -> str:
     return CSS
 
 
+#: the start of a figure's caption when its scenario switched it off (``not_run``)
+NOT_RUN = "Not run in this scenario"
+
+
+def _not_run(block: str) -> str | None:
+    """The caption of a figure its scenario switched off (an absent figure saying
+    :data:`NOT_RUN`), as a paragraph that keeps its id; None for any other block."""
+    m = re.fullmatch(r'<figure id="([^"]+)" class="absent"><figcaption>(.*)</figcaption>'
+                     r"</figure>", block, flags=re.S)
+    if m is None or NOT_RUN not in m.group(2):
+        return None
+    return f'<p id="{m.group(1)}" class="absent">{m.group(2)}</p>'
+
+
 def render_html(run: RunData) -> str:
-    """The whole report as one HTML string."""
+    """The whole report as one HTML string: the sections that show something in order, then
+    the sections of what the scenario did not run, one line per figure, at the end."""
     fig_curves.register_curve_figures()  # attacks registered since the import
     parts = [section_header(run), "<nav>" + "".join(
         f'<a href="#{sid}">{html.escape(title)}</a>' for sid, title, *_ in SECTIONS) + "</nav>"]
+    skipped = []
     for sid, title, intro, before, after in SECTIONS:
         head = f"<h2>{html.escape(title)}</h2>"
         if intro:
@@ -60,10 +77,17 @@ def render_html(run: RunData) -> str:
         blocks += [render_figure(spec, run) for spec in FIGURES if spec.section == sid]
         blocks.append(after(run) if after is not None else "")
         blocks = [b for b in blocks if b]
+        lines = [_not_run(b) for b in blocks]
+        if blocks and all(lines):
+            skipped.append(f'<section id="{sid}"><h3>{html.escape(title)}</h3>'
+                           + "".join(lines) + "</section>")
+            continue
         # the heading stays on the page of the section's first block when printed
         first = blocks.pop(0) if blocks else ""
         parts.append(f'<section id="{sid}"><div class="keep">{head}{first}</div>'
                      + "".join(blocks) + "</section>")
+    if skipped:
+        parts.append(f'<h2 id="not-run">{NOT_RUN}</h2>' + "".join(skipped))
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     parts.append(f"<footer>Written by fedaudit {html.escape(str(_version()))} on {stamp} "
                  f"from {html.escape(run.path.name)}/{RESULTS_NAME}; self-contained (figures "
