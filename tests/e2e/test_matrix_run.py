@@ -1,5 +1,7 @@
 """``fedaudit matrix`` end to end (Flower + Ray): the digits federation of
-reconstruction-digits under no defense and under SecAgg+, each beside the imprint server;
+reconstruction-digits under no defense and under SecAgg+ (the malicious servers' runs are
+left out to keep CI short: their runs are ordinary runs, tests/e2e/test_imprint_run.py, and
+the merging of their sections is tested on explicit runs, tests/defense_matrix);
 matrix.json, the report and each run's directory, then ``--resume`` on the finished
 folder, which redoes nothing."""
 
@@ -11,11 +13,11 @@ from fedaudit import cli
 def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     out = tmp_path / "m"
     argv = ["matrix", "reconstruction-digits", "--defenses", "none,secagg+", "--out", str(out),
-            "--set", "matrix.servers=['imprint']", "--no-report"]
+            "--set", "matrix.servers=[]", "--no-report"]
     assert cli.main(argv) == 0
     assert capsys.readouterr().out.strip() == str(out.resolve())
     doc = json.loads((out / "matrix.json").read_text())
-    assert doc["runs_finished"] == doc["runs"] == 4
+    assert doc["runs_finished"] == doc["runs"] == 2
     none, secagg = doc["defenses"]
     assert (none["status"], secagg["status"]) == ("finished", "finished")
     for d in (none, secagg):  # each run is an ordinary run directory
@@ -28,7 +30,7 @@ def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     assert none["cells"][each]["reconstruction"]["figure"] > 30.0
     assert none["cells"][each]["membership"]["chance"] == 0.5
     # SecAgg+ hides each update; the round's aggregate still gives its label counts, to
-    # the server and to every client; the imprint server still reads the round back
+    # the server and to every client
     assert all(c["status"] == "not possible" for f, c in secagg["cells"][each].items()
                if f != "sees")
     for d in (none, secagg):
@@ -39,7 +41,6 @@ def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     agg = main["label_leakage"]["aggregate"]
     assert agg["rounds"] == [{"round": 1, "clients": [0, 1, 2, 3], "num_examples": 16}]
     assert "pooled" not in main["label_leakage"]  # no client's update was attacked
-    assert secagg["cells"]["malicious server"]["reconstruction"]["figure"] > 0.5
     page = (out / "report.html").read_text()
     assert "The matrix at a glance" in page and "SecAgg+" in page
 
