@@ -181,10 +181,14 @@ class ReconstructionFamily(UpdateAttackFamily):
         first = _first(section)
         if first is None:
             return None
-        psnr, ident = first[1].get("psnr"), first[1].get("identifiability")
+        p = first[1]
+        psnr, ident, ci = p.get("psnr"), p.get("identifiability"), p.get("ssim_gain_ci")
         text = (f"PSNR {psnr:.1f} dB" if psnr is not None else "exact") + \
-            (f", {ident:.0%} identifiable" if ident is not None else "")
-        return Headline(None if psnr is None else float(psnr), text)
+            (f", {ident:.0%} identifiable" if ident is not None else "") + \
+            (f", SSIM {p['ssim_gain']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] over the prior"
+             if isinstance(ci, list) else "")
+        # the verdict is the SSIM gain's over the data-free prior (the figure stays the PSNR)
+        return Headline(None if psnr is None else float(psnr), text, verdict=p.get("verdict"))
 
     def report(self, section):
         b = section.get("budget") or {}

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from fedaudit.intervals import chance_verdict, normal_interval
+
 __all__ = ["EXACT_PSNR_CAP", "PooledReconstructionMetrics", "pool_metrics", "ssim_window"]
 
 
@@ -36,7 +38,10 @@ class PooledReconstructionMetrics:
     ``psnr_median`` is the median with the exact ones at :data:`EXACT_PSNR_CAP`;
     ``psnr_sd`` and ``ssim_sd`` are the spread (sample standard deviation, ddof 1) of the
     inexact PSNRs and of the SSIMs (None with fewer than two);
-    ``ssim_gain`` is the mean of ``ssim - prior_ssim`` (the SSIM gained over the prior);
+    ``ssim_gain`` is the mean of ``ssim - prior_ssim`` (the SSIM gained over the prior),
+    ``ssim_gain_ci`` its normal 95 % interval (mean +- z sd / sqrt(n) over the
+    reconstructions, taken as independent; None with fewer than two) and ``verdict`` that
+    interval against 0, the data-free prior's level (:func:`fedaudit.intervals.chance_verdict`);
     ``leakage`` is the mean over the ``n_leakage`` reconstructions where it is defined
     (None if none).  Every mean is over the concatenated float64 values."""
 
@@ -53,6 +58,7 @@ class PooledReconstructionMetrics:
     label_accuracy: float | None
     leakage: float | None
     n_leakage: int
+    ssim_gain_ci: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The results.json form (``reconstruction.pooled`` and each case's entry):
@@ -64,11 +70,21 @@ class PooledReconstructionMetrics:
                 "identifiability": self.identifiability,
                 "label_accuracy": self.label_accuracy, "leakage": self.leakage,
                 "leakage_samples": self.n_leakage, "psnr_sd": self.psnr_sd,
-                "ssim_sd": self.ssim_sd}
+                "ssim_sd": self.ssim_sd,
+                **({"ssim_gain_ci": list(self.ssim_gain_ci),
+                    "verdict": chance_verdict(self.ssim_gain_ci, 0.0)}
+                   if self.ssim_gain_ci is not None else {})}
 
 
 def _sd(x: np.ndarray) -> float | None:
     return float(x.std(ddof=1)) if len(x) >= 2 else None
+
+
+def _mean_interval(x: np.ndarray, bounds: tuple[float, float]) -> tuple[float, float] | None:
+    """The normal 95 % interval of the mean of ``x`` (None with fewer than two values)."""
+    if len(x) < 2:
+        return None
+    return normal_interval(float(x.mean()), float(x.var(ddof=1)) / len(x), bounds=bounds)
 
 
 def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
@@ -94,4 +110,4 @@ def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
         identifiability=float(cat("identifiable").mean()),
         label_accuracy=float(cat("label_correct").mean()),
         leakage=float(leak[defined].mean()) if defined.any() else None,
-        n_leakage=int(defined.sum()))
+        n_leakage=int(defined.sum()), ssim_gain_ci=_mean_interval(ssim_ - prior, (-2.0, 2.0)))

@@ -247,4 +247,16 @@ def test_pool_metrics_concatenates_cases_and_reports_what_is_undefined():
     only_exact = pool_metrics([case([np.inf], [1.0], [0.5], [np.nan], [True], [True])])
     assert only_exact.psnr is None and only_exact.leakage is None
     assert only_exact.psnr_sd is None and only_exact.ssim_sd is None  # fewer than two
+    assert only_exact.ssim_gain_ci is None and "verdict" not in only_exact.as_dict()
     assert pool_metrics([]).as_dict() == {"samples": 0}
+    # the SSIM gain over the prior: gains 0.1, 0.5, 0.4, 0.4, 0.6 (mean 0.4, variance
+    # 0.035 with ddof 1); its interval 0.4 +- 1.959964 sqrt(0.035 / 5), tenths again a
+    # few ulps off in float64
+    half = 1.959963984540054 * math.sqrt(0.035 / 5)
+    lo, hi = p.ssim_gain_ci
+    assert math.isclose(lo, 0.4 - half, rel_tol=1e-12) and math.isclose(hi, 0.4 + half,
+                                                                         rel_tol=1e-12)
+    assert p.as_dict()["verdict"] == "above chance"  # the whole interval above 0
+    flat = pool_metrics([case([10.0, 12.0], [0.3, 0.1], [0.2, 0.2], [1.0, 1.0],
+                              [True, True], [True, True])])
+    assert flat.as_dict()["verdict"] == "not distinguishable from chance"  # gains +-0.1

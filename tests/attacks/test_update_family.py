@@ -121,3 +121,16 @@ def test_reconstruction_reads_its_section():
     assert fam.console(section) == ("reconstruction from the updates: ig: PSNR 20.2 dB, SSIM "
                                     "0.500 (prior 0.250), 75% identifiable")
     assert fam.cell({"methods": ["ig"], "pooled": {"ig": {"samples": 0}}}) is None
+
+
+def test_the_reconstruction_cell_judges_the_ssim_gain_over_the_prior():
+    fam = FAMILIES.get("reconstruction")
+    pooled = {"samples": 16, "psnr": 11.5, "identifiability": 0.8125, "ssim_gain": 0.21,
+              "ssim_gain_ci": [0.15, 0.27], "verdict": "above chance"}
+    section = {"methods": ["inverting-gradients"], "pooled": {"inverting-gradients": pooled}}
+    assert fam.cell(section) == Headline(
+        11.5, "PSNR 11.5 dB, 81% identifiable, SSIM +0.21 [+0.15, +0.27] over the prior",
+        verdict="above chance")
+    older = {"methods": ["inverting-gradients"], "pooled": {"inverting-gradients": {
+        "samples": 4, "psnr": 30.0, "identifiability": 1.0}}}
+    assert fam.cell(older) == Headline(30.0, "PSNR 30.0 dB, 100% identifiable")
