@@ -37,7 +37,8 @@ import numpy as np
 from fedaudit.options import Field, check_options, option
 from fedaudit.registry import Registry, instance_registrar
 
-__all__ = ["AGGREGATE_CLIENT", "AGGREGATE_ONLY", "COMMON", "EACH_UPDATE", "FAMILIES", "ON_VIEWS", "Block", "CaseOutput", "CaseTruth",
+__all__ = ["AGGREGATE_CLIENT", "AGGREGATE_ONLY", "COMMON", "EACH_UPDATE", "FAMILIES",
+           "ON_VIEWS", "Block", "CaseOutput", "CaseTruth",
            "Headline", "JobSpec", "ReportTable", "Scored", "Scoring", "UpdateAttackFamily",
            "check_rounds", "enabled_families", "families", "first_pooled", "register_family"]
 

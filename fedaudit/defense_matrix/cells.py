@@ -45,11 +45,12 @@ def merged_results(plan: MatrixPlan, defense: str,
     while its main run has not finished."""
     from fedaudit.servers import SERVERS
 
-    main = records.get(f"{defense}--{MAIN}")
+    runs = plan.runs_of(defense)
+    main = next((records.get(r.key) for r in runs if r.role == MAIN), None)
     if main is None or main.results is None:
         return None
     merged = dict(main.results)
-    for run in plan.runs_of(defense):
+    for run in runs:
         rec = records.get(run.key)
         if run.role == MAIN or rec is None or rec.results is None:
             continue

@@ -14,9 +14,7 @@ offline, no scripts; the single-run report's stylesheet).
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import time
 from pathlib import Path
 from typing import Any
@@ -129,14 +127,15 @@ def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
 
 def _frontier(doc: dict[str, Any]) -> str:
     import matplotlib
-    from matplotlib.figure import Figure
+
+    from fedaudit.report.registry import new_figure, png_base64
 
     fams = [f for f in doc["families"] if frontier_points(doc, f)]
     if not fams:
         return '<p class="absent">No defense has a finished main run yet.</p>'
     colours = {d["title"]: matplotlib.colormaps["tab10"](i % 10)
                for i, d in enumerate(doc["defenses"])}
-    fig = Figure(figsize=(3.6 * len(fams), 3.6), layout="constrained")
+    fig = new_figure(3.6 * len(fams), 3.6)
     labels: dict[str, Any] = {}
     for ax, fam in zip(fig.subplots(1, len(fams), squeeze=False)[0], fams):
         for p in frontier_points(doc, fam):
@@ -157,9 +156,7 @@ def _frontier(doc: dict[str, Any]) -> str:
         ax.set_title(fam)
     fig.legend(list(labels.values()), list(labels), loc="outside lower center",
                ncol=min(3, len(labels)), fontsize=8, frameon=False)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    data = png_base64(fig)
     return (f'<figure><img alt="privacy-utility frontier" src="data:image/png;base64,{data}">'
             "<figcaption><b>Privacy-utility frontier.</b> Each point is a defense: its test "
             "accuracy against the strongest figure measured for the family over the attacker "

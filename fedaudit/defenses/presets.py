@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from fedaudit.registry import Registry, registry_of
 
-__all__ = ["DEFENSE_PRESETS", "DEFAULT_MATRIX", "DefensePreset", "preset_of",
+__all__ = ["DEFENSE_PRESETS", "DefensePreset", "preset_of",
            "register_preset"]
 
 
@@ -65,9 +65,6 @@ for _preset in (
 ):
     register_preset(_preset)
 DEFENSE_PRESETS.mark_builtin()
-
-#: ``[matrix] defenses`` unless a scenario says otherwise
-DEFAULT_MATRIX = ("none", "dp-sgd", "dp-fedavg", "secagg+", "secagg+dp-fedavg", "sparsify")
 
 
 def preset_of(name: str) -> DefensePreset:

@@ -101,7 +101,9 @@ def plain_log_ticks(axis) -> None:
 
 # ---- rendering ---------------------------------------------------------------------------
 
-def _png(fig) -> str:
+def png_base64(fig) -> str:
+    """A matplotlib figure as a base64 PNG (no software stamp: the same figure gives the
+    same bytes)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -130,7 +132,7 @@ def render_figure(spec: FigureSpec, run: RunData) -> str:
     try:
         with matplotlib.rc_context(_RC):
             fig, note = draw(spec, run)
-            data = _png(fig)
+            data = png_base64(fig)
     except Absent as exc:
         return (f'<figure id="fig-{spec.key}" class="absent"><figcaption><b>{title}.</b> '
                 f'{html.escape(str(exc))}</figcaption></figure>')

@@ -23,7 +23,7 @@ share of the round's samples read back near-exactly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from attacks.update_family import AGGREGATE_ONLY, EACH_UPDATE
@@ -99,7 +99,12 @@ def _family_cell(fam: Any, results: dict) -> Cell:
         else:
             why = _no_case(section, "update", lambda n: not n.startswith("aggregate"))
         return Cell(NOT_MEASURED, why=why)
-    return Cell(MEASURED, head.figure, head.text, interval=head.interval,
+    return _measured(head)
+
+
+def _measured(head: Any, suffix: str = "") -> Cell:
+    """The measured cell of a family's :class:`~attacks.update_family.Headline`."""
+    return Cell(MEASURED, head.figure, head.text + suffix, interval=head.interval,
                 verdict=head.verdict, chance=head.chance)
 
 
@@ -122,8 +127,7 @@ def _aggregate_cell(fam: Any, results: dict) -> Cell:
             _no_case(section, "aggregate", lambda n: n.startswith("aggregate"))
             if isinstance(agg, dict) else f"{fam.name}.on does not list 'aggregate' (or "
             f"{fam.name}.enabled = false)"))
-    return Cell(MEASURED, head.figure, head.text + ", on the round's aggregate",
-                interval=head.interval, verdict=head.verdict, chance=head.chance)
+    return _measured(head, ", on the round's aggregate")
 
 
 def _active(results: dict) -> Cell:
@@ -174,9 +178,7 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
         EACH_UPDATE: {"membership": hidden if secure else _membership(
             _position(results, "curious server"), "each client's model")},
         AGGREGATE_ONLY: {  # the aggregates are the rounds' models
-            "membership": (Cell(MEASURED, insider.figure, insider.text + ", as the insider",
-                                interval=insider.interval, verdict=insider.verdict,
-                                chance=insider.chance)
+            "membership": (replace(insider, text=insider.text + ", as the insider")
                            if insider.status == MEASURED else insider)},
         "malicious server": {"membership": _active(results)},
     }
@@ -195,11 +197,8 @@ def threat_matrix(results: dict) -> dict[str, dict[str, Cell]]:
                 row[fam.title] = measured
             elif pos == "insider" and on_aggregate.status == MEASURED:
                 # every client receives consecutive global models: it holds the aggregate
-                row[fam.title] = Cell(MEASURED, on_aggregate.figure, on_aggregate.text
-                                      + " (its own update not subtracted)",
-                                      interval=on_aggregate.interval,
-                                      verdict=on_aggregate.verdict,
-                                      chance=on_aggregate.chance)
+                row[fam.title] = replace(on_aggregate, text=on_aggregate.text
+                                         + " (its own update not subtracted)")
             else:
                 row[fam.title] = on_aggregate
     return matrix

@@ -48,7 +48,8 @@ __all__ = [
     "AttackConfig", "AuditConfig", "CanariesConfig", "ClientResources", "DataConfig",
     "DefenseConfig", "DpAuditConfig", "FaultsConfig", "FederationConfig", "GnqConfig",
     "MatrixConfig", "ModelConfig", "QuantizationConfig", "RayInit", "ReferenceConfig",
-    "RunInfo", "Scenario", "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS", "DEFAULT_TEXT_ATTACKS",
+    "RunInfo", "Scenario", "SecAggConfig", "TrainConfig", "TABLES", "DEFAULT_ATTACKS",
+    "DEFAULT_TEXT_ATTACKS",
     "sections_to_toml", "to_toml",
 ]
 

@@ -7,7 +7,13 @@ folder, which redoes nothing."""
 
 import json
 
+import torch
+
 from fedaudit import cli
+from fedaudit.audit.stages.update_attacks import _initial_state
+from fedaudit.config import from_toml
+from fedaudit.data import build_federated_data
+from fedaudit.rundir import load_checkpoint
 
 
 def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
@@ -41,6 +47,14 @@ def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     agg = main["label_leakage"]["aggregate"]
     assert agg["rounds"] == [{"round": 1, "clients": [0, 1, 2, 3], "num_examples": 16}]
     assert "pooled" not in main["label_leakage"]  # no client's update was attacked
+    # the aggregate's round-1 start is rebuilt from the scenario: it is exactly the model the
+    # server sent (as the client-updates probe of the plain run kept it)
+    plain = out / none["runs"]["main"]["dir"]
+    scenario = from_toml((plain / "scenario.toml").read_text())
+    start = _initial_state(scenario, build_federated_data(scenario))
+    sent = load_checkpoint(plain / "updates" / "round-0001" / "start.pt")
+    assert sorted(start) == sorted(sent)
+    assert all(torch.equal(start[k], sent[k]) for k in sent)
     page = (out / "report.html").read_text()
     assert "The matrix at a glance" in page and "SecAgg+" in page
 

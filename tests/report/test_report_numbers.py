@@ -86,13 +86,13 @@ def _render(run_dir: Path, monkeypatch) -> tuple[str, dict]:
     from fedaudit.report import registry, render_html
     from fedaudit.rundir.reading import load_run
 
-    figs, png = [], registry._png
+    figs, png = [], registry.png_base64
 
     def capture(fig):
         figs.append(fig)
         return png(fig)
 
-    monkeypatch.setattr(registry, "_png", capture)
+    monkeypatch.setattr(registry, "png_base64", capture)
     text = render_html(load_run(run_dir))
     keys = re.findall(r'<figure id="fig-(\w+)"><img', text)
     assert len(keys) == len(figs)

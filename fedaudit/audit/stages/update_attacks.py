@@ -198,6 +198,10 @@ class AggregateRound:
         return {"round": self.round, "clients": list(self.clients),
                 "num_examples": self.num_examples}
 
+    def samples(self, data: FederatedData) -> np.ndarray:
+        """The round's samples (dataset ids): its clients' partitions, in client order."""
+        return np.concatenate([data.clients[c] for c in self.clients])
+
 
 def aggregate_rounds(rounds: list[dict[str, Any]], data: FederatedData) -> list[AggregateRound]:
     """The rounds of results.json ``rounds`` whose aggregate replaced the global model."""
@@ -209,7 +213,7 @@ def aggregate_rounds(rounds: list[dict[str, Any]], data: FederatedData) -> list[
 def _truth(data: FederatedData, r: CaseResult,
            rounds: Mapping[int, AggregateRound]) -> CaseTruth:
     if r.client == AGGREGATE_CLIENT:
-        ids = np.concatenate([data.clients[c] for c in rounds[r.round].clients])
+        ids = rounds[r.round].samples(data)
     else:
         ids = data.clients[r.client]
     return CaseTruth(r.client, r.round, ids, data.x[ids], data.y[ids])
@@ -354,16 +358,14 @@ def aggregate_jobs(scenario: Scenario, data: FederatedData, trajectory: Trajecto
     notes: dict[str, list[str]] = {}
     if not plans:
         return jobs, notes
-    initial = None
     for r in rounds:
         wanted = [p for p in plans if p.select.keeps_round(r.round)]
         if not wanted:
             continue
-        if r.round == 1:
-            initial = initial or _initial_state(scenario, data)
-        start = initial if r.round == 1 else trajectory.state(r.round - 1)
+        start = (_initial_state(scenario, data) if r.round == 1
+                 else trajectory.state(r.round - 1))
         received = trajectory.state(r.round)
-        ids = np.concatenate([data.clients[c] for c in r.clients])
+        ids = r.samples(data)
         for p in wanted:
             job = _family_job(p, scenario, data, AGGREGATE_CLIENT, r.round, r.num_examples,
                               (start, received), data.y[ids], device, notes,
