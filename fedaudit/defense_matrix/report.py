@@ -9,7 +9,8 @@ offline, no scripts; the single-run report's stylesheet).
   cannot attack, white where nothing was measured (the cell's tooltip says why).
 * **The cost**: each defense's test accuracy and epsilon, and links to its runs' reports.
 * **The privacy-utility frontier**: per family, each defense's leakage (the strongest
-  measured figure over the positions, with its interval) against its test accuracy.
+  measured figure over the positions, with its interval and chance level) against its
+  test accuracy.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def _runs_table(doc: dict[str, Any], root: Path) -> str:
 
 def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
     """Per defense with a test accuracy: its strongest measured ``family`` figure over the
-    positions (the largest; ties: the first position), with the position and interval."""
+    positions (the largest; ties: the first position), with the position, interval and
+    chance level."""
     out = []
     for d in doc["defenses"]:
         acc = d.get("test_accuracy")
@@ -118,7 +120,7 @@ def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
             if c.get("status") == "measured" and isinstance(c.get("figure"), (int, float)):
                 if best is None or c["figure"] > best["figure"]:
                     best = {"figure": c["figure"], "interval": c.get("interval"),
-                            "position": pos}
+                            "chance": c.get("chance"), "position": pos}
         if best is not None:
             out.append({"defense": d["title"], "accuracy": acc, "epsilon": d.get("epsilon"),
                         **best})
@@ -147,8 +149,10 @@ def _frontier(doc: dict[str, Any]) -> str:
             handle = ax.errorbar([p["accuracy"]], [p["figure"]], yerr=yerr, fmt="o",
                                  capsize=3, color=colours[p["defense"]], alpha=0.85)
             labels.setdefault(label, handle)
-        if fam == "membership":
-            ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+            if p["chance"] is not None:  # what chance gives the same attack
+                chance = ax.plot([p["accuracy"]], [p["chance"]], marker="_", ms=16, mew=2,
+                                 color="grey", ls="none")[0]
+                labels.setdefault("chance level", chance)
         ax.set_xlabel("test accuracy")
         ax.set_ylabel({"membership": "AUC (strongest position)",
                        "label leakage": "label accuracy",
@@ -160,8 +164,10 @@ def _frontier(doc: dict[str, Any]) -> str:
     return (f'<figure><img alt="privacy-utility frontier" src="data:image/png;base64,{data}">'
             "<figcaption><b>Privacy-utility frontier.</b> Each point is a defense: its test "
             "accuracy against the strongest figure measured for the family over the attacker "
-            "positions (bars: 95 % interval where the figure has one; membership's dashed "
-            "line is chance).</figcaption></figure>")
+            "positions (bars: 95 % interval where the figure has one; grey dashes: what chance "
+            "gives, an AUC of 0.5 and a uniform guess of the labels; a reconstruction's "
+            "verdict is its SSIM gain over the data-free prior, in the matrix above)."
+            "</figcaption></figure>")
 
 
 def render_matrix_report(doc: dict[str, Any], root: Path) -> str:

@@ -49,6 +49,10 @@ def test_the_frontier_takes_each_defense_s_strongest_position():
     assert [(p["defense"], p["accuracy"], p["figure"], p["position"]) for p in pts] == [
         ("none", 0.8, 0.85, "insider"), ("DP-SGD", 0.6, 0.77, "insider")]
     assert [p["figure"] for p in frontier_points(_doc(), "reconstruction")] == [20.0, 12.0]
+    with_chance = {**_doc()["defenses"][0], "cells": {"insider": {"membership": {
+        **_cell(0.7, "above chance"), "chance": 0.5}}}}
+    (point,) = frontier_points({"defenses": [with_chance]}, "membership")
+    assert point["chance"] == 0.5  # drawn beside the point
     assert frontier_points(_doc(), "label leakage") == []  # the failed defense: no point
 
 
