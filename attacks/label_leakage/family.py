@@ -6,10 +6,11 @@ against the client's true labels of the round by :func:`label_accuracy` (the mul
 overlap) and :func:`count_error`.  Pooled per attack: the mean of both over the updates,
 and the share of all their samples whose label was recovered (``labels_recovered`` of
 ``labels``) with its Clopper-Pearson 95 % interval (samples as independent trials:
-docs/algorithms.md section 13), which the threat-matrix cell carries beside the mean
-accuracy, and the share a guess without information would recover
+docs/algorithms.md section 13), and the share a guess without information would recover
 (``chance_accuracy``: :func:`~attacks.label_leakage.registry.chance_hits` over the same
-samples) with the interval's ``verdict`` against it.
+samples) with the interval's ``verdict`` against it.  The threat-matrix cell is that
+share, its interval and verdict: the mean accuracy weighs a client of 4 samples as much as
+one of 500, so with clients of different sizes it can lie outside the share's interval.
 """
 
 from __future__ import annotations
@@ -103,11 +104,14 @@ class LabelLeakage(UpdateAttackFamily):
         if first is None:
             return None
         m, p = first
-        acc, ci = float(p["label_accuracy"]), p.get("label_accuracy_ci")
-        if not (isinstance(ci, list) and len(ci) == 2):  # an older run's section
+        ci = p.get("label_accuracy_ci")
+        if not (isinstance(ci, list) and len(ci) == 2 and p.get("labels")):  # an older run
+            acc = float(p["label_accuracy"])
             return Headline(acc, f"label acc {acc:.2f} ({m})")
+        # the share of all the samples' labels recovered: the figure its interval is of
+        share = p["labels_recovered"] / p["labels"]
         chance = p.get("chance_accuracy")
-        return Headline(acc, f"label acc {acc:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({m})"
+        return Headline(share, f"label acc {share:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({m})"
                         + (f", chance {chance:.2f}" if chance is not None else ""),
                         interval=list(ci), verdict=p.get("verdict"), chance=chance)
 

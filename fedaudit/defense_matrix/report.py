@@ -9,7 +9,8 @@ offline, no scripts; the single-run report's stylesheet).
   cannot attack, white where nothing was measured (the cell's tooltip says why).
 * **The cost**: each defense's test accuracy and epsilon, and links to its runs' reports.
 * **The privacy-utility frontier**: per family, each defense's leakage (the strongest
-  measured figure over the positions, with its interval and chance level) against its
+  measured figure over the passive positions -- the malicious server's figures are of
+  other kinds --, with its interval and chance level) against its
   test accuracy.
 """
 
@@ -30,7 +31,7 @@ EXTRA_CSS = """.leak{background:#f8d7d3}.safe{background:#d9eed8}.meas{backgroun
 td.cell{font-size:12px;min-width:150px}span.key{display:inline-block;padding:1px 8px;
 margin-right:6px;border:1px solid #d8dbe0;font-size:12px}"""
 LEGEND = [("leak", "above chance (95 % interval)"),
-          ("safe", "not distinguishable from chance"),
+          ("safe", "not distinguishable from chance, or below it"),
           ("meas", "measured, no chance test"), ("np", "not possible"),
           ("nm", "not measured")]
 
@@ -107,8 +108,10 @@ def _runs_table(doc: dict[str, Any], root: Path) -> str:
 
 def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
     """Per defense with a test accuracy: its strongest measured ``family`` figure over the
-    positions (the largest; ties: the first position), with the position, interval and
-    chance level."""
+    passive positions (:data:`~fedaudit.rundir.threat_matrix.PASSIVE`: the largest; ties:
+    the first position), with the position, interval and chance level."""
+    from fedaudit.rundir.threat_matrix import PASSIVE
+
     out = []
     for d in doc["defenses"]:
         acc = d.get("test_accuracy")
@@ -116,7 +119,7 @@ def frontier_points(doc: dict[str, Any], family: str) -> list[dict[str, Any]]:
             continue
         best = None
         for pos, row in (d.get("cells") or {}).items():
-            c = row.get(family) or {}
+            c = (row.get(family) or {}) if pos in PASSIVE else {}
             if c.get("status") == "measured" and isinstance(c.get("figure"), (int, float)):
                 if best is None or c["figure"] > best["figure"]:
                     best = {"figure": c["figure"], "interval": c.get("interval"),
@@ -163,8 +166,9 @@ def _frontier(doc: dict[str, Any]) -> str:
     data = png_base64(fig)
     return (f'<figure><img alt="privacy-utility frontier" src="data:image/png;base64,{data}">'
             "<figcaption><b>Privacy-utility frontier.</b> Each point is a defense: its test "
-            "accuracy against the strongest figure measured for the family over the attacker "
-            "positions (bars: 95 % interval where the figure has one; grey dashes: what chance "
+            "accuracy against the strongest figure measured for the family by a passive "
+            "attacker (outsider, insider, curious server; the malicious server's row is in the "
+            "matrix above) (bars: 95 % interval where the figure has one; grey dashes: what chance "
             "gives, an AUC of 0.5 and a uniform guess of the labels; a reconstruction's "
             "verdict is its SSIM gain over the data-free prior, in the matrix above)."
             "</figcaption></figure>")

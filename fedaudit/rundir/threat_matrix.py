@@ -28,7 +28,7 @@ from typing import Any
 
 from attacks.update_family import AGGREGATE_ONLY, EACH_UPDATE
 
-__all__ = ["POSITIONS", "Cell", "families", "matrix_json", "threat_matrix"]
+__all__ = ["PASSIVE", "POSITIONS", "Cell", "families", "matrix_json", "threat_matrix"]
 
 #: the malicious server's own results fill these columns (results.json ``malicious_server``)
 MALICIOUS_SERVER = ("reconstruction",)
@@ -40,6 +40,9 @@ POSITIONS = {
     AGGREGATE_ONLY: "each round's aggregate (secure aggregation)",
     "malicious server": "the aggregate of a model it modified",
 }
+#: the positions of passive attackers: their figures of a family are of one kind (the
+#: malicious server's reconstruction is the imprint's share read back, not a PSNR)
+PASSIVE = tuple(p for p in POSITIONS if p != "malicious server")
 NOT_POSSIBLE, NOT_MEASURED, MEASURED = "not possible", "not measured", "measured"
 
 

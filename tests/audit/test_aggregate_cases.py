@@ -128,7 +128,8 @@ def test_under_secure_aggregation_the_aggregate_needs_no_probe():
 def test_the_aggregate_fills_the_aggregate_only_and_insider_rows():
     label = {"methods": ["bias-count"], "aggregate": {
         "methods": ["bias-count"], "pooled": {"bias-count": {
-            "label_accuracy": 0.75, "label_accuracy_ci": [0.5, 0.9]}}}}
+            "label_accuracy": 0.75, "label_accuracy_ci": [0.5, 0.9], "labels": 20,
+            "labels_recovered": 15}}}}
     m = threat_matrix({"scenario": {"federation": {"aggregation": "secagg+"}},
                        "label_leakage": label})
     agg = m["curious server (aggregate only)"]["label leakage"]

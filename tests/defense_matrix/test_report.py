@@ -54,6 +54,14 @@ def test_the_frontier_takes_each_defense_s_strongest_position():
     (point,) = frontier_points({"defenses": [with_chance]}, "membership")
     assert point["chance"] == 0.5  # drawn beside the point
     assert frontier_points(_doc(), "label leakage") == []  # the failed defense: no point
+    # the malicious server's reconstruction figure is the imprint's share read back, not a
+    # PSNR: a defense whose only measured reconstruction is the imprint's gets no point
+    imprint = {**_doc()["defenses"][0], "cells": {
+        "insider": {"reconstruction": _cell(status="not measured")},
+        "malicious server": {"reconstruction": _cell(0.02),
+                             "membership": _cell(0.9, "above chance")}}}
+    assert frontier_points({"defenses": [imprint]}, "reconstruction") == []
+    assert frontier_points({"defenses": [imprint]}, "membership") == []
 
 
 def test_the_report_links_the_runs_and_shows_every_defense(tmp_path):
