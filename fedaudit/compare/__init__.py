@@ -26,13 +26,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedaudit.compare.cells import (AUDIT_COLUMNS, POSITION_COLUMNS,
+from fedaudit.compare.cells import (AUDIT_COLUMNS, CI_SUFFIX, METRIC_KEYS, POSITION_COLUMNS,
                                     UPPER_BOUND_COLUMN, attack_cells, defense_of,
                                     epsilon_lower_bound_of, epsilon_of, mean_finite_rqn,
                                     position_cells, update_attack_cells,
                                     update_attack_columns)
 from fedaudit.errors import ScenarioError
-from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
+from fedaudit.report.format import fmt, fmt_ci, fmt_g, method_label, ordered_methods
 from fedaudit.rundir.layout import RESULTS_NAME, RUN_MARKERS
 from fedaudit.rundir.reading import RunData, load_run, num
 
@@ -129,9 +129,10 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     """Column order: leading keys of the rows (e.g. sweep parameters), the base columns,
     each attack's AUC then TPR@1%FPR in the canonical method order, then r_Qn."""
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    metric_sfx = ("_auc", "_tpr_1pct_fpr")
+    metric_sfx = tuple(METRIC_KEYS)
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
-    metric = [f"{m}{s}" for m in methods for s in metric_sfx]
+    metric = [c for m in methods for s in metric_sfx for c in (f"{m}{s}", f"{m}{s}{CI_SUFFIX}")
+              if c in keys or not c.endswith(CI_SUFFIX)]
     tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN,
                         *update_attack_columns()) if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
@@ -205,6 +206,15 @@ def _cell(col: str, v: Any) -> str:
     return str(v)
 
 
+def _shown(col: str, row: dict[str, Any]) -> str:
+    """What a table shows of ``row``'s ``col``: :func:`_cell`, and an attack's AUC or TPR
+    with its 95 % interval where the run has one (``0.619 [0.603, 0.634]``)."""
+    ci = row.get(f"{col}{CI_SUFFIX}")
+    if ci is not None and row.get(col) is not None:
+        return fmt_ci(row[col], ci)
+    return _cell(col, row.get(col))
+
+
 def _numeric(col: str) -> bool:
     return col.endswith(("_auc", "_fpr")) or col in ("test_accuracy", "rqn", "rqn_mean", "point",
                                                      "epsilon", *AUDIT_COLUMNS,
@@ -231,6 +241,7 @@ def _fields(rows: list[dict[str, Any]]) -> tuple[list[str], str]:
     (the defense names the quantized release) nor ``status`` when every row is ok."""
     ok = all(r.get("status") == "ok" for r in rows)
     cols = [c for c in (columns(rows) if rows else BASE_COLUMNS) if c != "release"
+            and not c.endswith(CI_SUFFIX)  # shown in their metric's cell (_shown)
             and not (ok and c == "status") and any(r.get(c) is not None for r in rows)]
     same = [c for c in cols if len(rows) > 1 and not _numeric(c)
             and len({_cell(c, r.get(c)) for r in rows}) == 1]
@@ -255,7 +266,7 @@ def rich_table(rows: list[dict[str, Any]], title: str = "fedaudit compare",
         else:
             t.add_column(_header(c), overflow="fold", max_width=NARROWEST if narrowest else None)
     for r in rows:
-        t.add_row(*[_cell(c, r.get(c)) for c in cols])
+        t.add_row(*[_shown(c, r) for c in cols])
     return t
 
 
@@ -274,7 +285,7 @@ def transposed_tables(rows: list[dict[str, Any]], title: str, width: int) -> lis
     fields = [f for f in fields if f not in keys]
     head, labels = [_header(k) for k in keys], [_header(f).replace("\n", " ") for f in fields]
     label_width = min(LABEL_WIDTH, max(map(cell_len, ["", *head, *labels])))
-    floor = max([NARROWEST] + [cell_len(_cell(f, r.get(f))) for r in rows for f in fields
+    floor = max([NARROWEST] + [cell_len(_shown(f, r)) for r in rows for f in fields
                                if _numeric(f)])
 
     def table(group, heading="", caption=None, floor: int | None = floor, narrowest=False):
@@ -288,7 +299,7 @@ def transposed_tables(rows: list[dict[str, Any]], title: str, width: int) -> lis
                                    for k in keys),
                          overflow="fold", min_width=floor, width=floor if narrowest else None)
         for f, label in zip(fields, labels):
-            cells = [_cell(f, r.get(f)) for r in group]
+            cells = [_shown(f, r) for r in group]
             t.add_row(label, *([Text(c, justify="right") for c in cells] if _numeric(f)
                                else cells))
         return t

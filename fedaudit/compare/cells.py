@@ -48,10 +48,32 @@ def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def attack_cells(attacks: dict[str, Any] | None) -> dict[str, float | None]:
-    """``<method>_auc`` and ``<method>_tpr_1pct_fpr`` of every attack, in results.json order."""
-    return {f"{m}{sfx}": num((v or {}).get(key)) for m, v in (attacks or {}).items()
-            for sfx, key in (("_auc", "auc"), ("_tpr_1pct_fpr", "tpr_at_1pct_fpr"))}
+#: an attack's metric columns: column suffix -> results.json key (its interval: ``<key>_ci``)
+METRIC_KEYS = {"_auc": "auc", "_tpr_1pct_fpr": "tpr_at_1pct_fpr"}
+#: the suffix of a metric column's 95 % interval column (``loss_auc_ci``: ``[low, high]``)
+CI_SUFFIX = "_ci"
+
+
+def _interval(v: Any) -> list[float] | None:
+    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+        return None
+    lo, hi = num(v[0]), num(v[1])
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def attack_cells(attacks: dict[str, Any] | None) -> dict[str, Any]:
+    """``<method>_auc`` and ``<method>_tpr_1pct_fpr`` of every attack, in results.json order,
+    each followed by its 95 % interval ``..._ci`` (``[low, high]``) where results.json has one
+    (runs made before the intervals have none)."""
+    out: dict[str, Any] = {}
+    for m, v in (attacks or {}).items():
+        v = v or {}
+        for sfx, key in METRIC_KEYS.items():
+            out[f"{m}{sfx}"] = num(v.get(key))
+            ci = _interval(v.get(f"{key}_ci"))
+            if ci is not None:
+                out[f"{m}{sfx}{CI_SUFFIX}"] = ci
+    return out
 
 
 #: results.json ``attack_positions`` -> compare columns (the best attack's pooled AUC)

@@ -91,9 +91,9 @@ def check_fits(text: str, width: int) -> None:
 
 def numbers(rows: list[dict]) -> Counter:
     """Every number cell the rows should show, as many times as it should appear."""
-    from fedaudit.compare import _cell
+    from fedaudit.compare import _shown
 
-    return Counter(_cell(k, v) for r in rows for k, v in r.items()
+    return Counter(_shown(k, r) for r in rows for k, v in r.items()
                    if v is not None and k not in ("point", "train.lr")
                    and (k.endswith(("_auc", "_fpr", "_best")) or k.startswith(("rqn", "eps"))
                         or k == "test_accuracy"))

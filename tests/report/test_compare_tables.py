@@ -149,3 +149,38 @@ def test_columns_honoured_by_the_cli_process(two_runs):
     assert proc.returncode == 0, proc.stderr[-2000:]
     check_fits(proc.stdout, 80)
     assert "transposed to fit 80 columns" in proc.stdout
+
+
+def test_an_attack_s_interval_follows_its_figure_in_every_output(tmp_path, capsys, monkeypatch):
+    """A run whose results.json has the 95 % intervals (``auc_ci``): the table shows each
+    AUC and TPR with its interval, CSV and JSON carry ``<method>_auc_ci`` after the AUC; a
+    run made before the intervals keeps the plain figure (and no interval column)."""
+    import json
+
+    from fedaudit.compare import columns, compare_rows, to_csv
+
+    new = write_fake_run(tmp_path / "new-20250101-120000")
+    res = json.loads((new / "results.json").read_text())
+    res["attacks"]["loss"].update(auc_ci=[0.6, 0.64], tpr_at_1pct_fpr_ci=[0.01, 0.05])
+    (new / "results.json").write_text(json.dumps(res))
+    old = write_fake_run(tmp_path / "old-20250101-130000")
+    rows = compare_rows([new, old])
+    cols = columns(rows)
+    at = cols.index("loss_auc")
+    assert cols[at:at + 4] == ["loss_auc", "loss_auc_ci", "loss_tpr_1pct_fpr",
+                               "loss_tpr_1pct_fpr_ci"]
+    assert "resmia_auc_ci" not in cols  # no run has that interval
+    assert rows[0]["loss_auc_ci"] == [0.6, 0.64] and rows[1]["loss_auc_ci"] is None
+    header, first = to_csv(rows).splitlines()[:2]
+    assert "loss_auc,loss_auc_ci," in header and '"[0.6, 0.64]"' in first
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["compare", str(new), str(old)]) == 0
+    out = capsys.readouterr().out
+    check_fits(out, 80)
+    check_numbers_whole(out, rows)
+    _, fields = transposed(out)
+    assert [" ".join(c.split()) for c in fields["LOSS AUC"]] == ["0.621 [0.600, 0.640]",
+                                                                  "0.621"]
+    assert [" ".join(c.split()) for c in fields["LOSS TPR@1%"]] == ["0.023 [0.010, 0.050]",
+                                                                     "0.023"]
+    assert not any("_ci" in f or "ci" == f.split()[-1] for f in fields)
