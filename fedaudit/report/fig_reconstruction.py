@@ -9,7 +9,7 @@ import numpy as np
 from fedaudit.report.fig_update_attacks import SECTION
 from fedaudit.report.format import fmt
 from fedaudit.report.registry import Absent, figure, new_figure
-from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME
+from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME, aggregate_file
 from fedaudit.rundir.reading import RunData
 
 
@@ -21,27 +21,22 @@ def _rows(run: RunData) -> dict[str, np.ndarray]:
     return rows
 
 
-@figure("reconstruction_pictures", SECTION, "Reconstructions beside the originals",
-        "Per attack and client (its first attacked round): the reconstructions with the best, "
-        "the median and the worst PSNR (each once: fewer for a client of 1 or 2 samples; bottom "
-        "row of each pair) under the true sample each "
-        "was matched to (top), with the PSNR in dB. The true samples are the audit's ground "
-        "truth; the attack never saw them.")
-def fig_pictures(run: RunData):
-    rows = _rows(run)
-    picks = []  # (method, client, [(row index) best, median, worst])
+def _pictures(rows: dict[str, np.ndarray], by: str):
+    """The best, median and worst PSNR per attack and ``by`` (``client``: each client's
+    first attacked round; ``round``: each attacked round's aggregate), rebuilt under true."""
+    picks = []  # (method, label, [(row index) best, median, worst])
     for m in sorted(set(rows["method"].tolist())):
-        for c in sorted(set(rows["client"][rows["method"] == m].tolist())):
-            sel = np.flatnonzero((rows["method"] == m) & (rows["client"] == c))
+        for g in sorted(set(rows[by][rows["method"] == m].tolist())):
+            sel = np.flatnonzero((rows["method"] == m) & (rows[by] == g))
             sel = sel[rows["round"][sel] == rows["round"][sel].min()]
             order = sel[np.argsort(-rows["psnr"][sel], kind="stable")]
             # best, median, worst; a client of fewer samples shows each once
-            picks.append((m, c, list(dict.fromkeys(
+            picks.append((m, f"{by} {g}", list(dict.fromkeys(
                 [order[0], order[len(order) // 2], order[-1]]))))
     picks = picks[:8]
     fig = new_figure(1.4 * 3, 2.6 * len(picks))
     axes = fig.subplots(2 * len(picks), 3, squeeze=False)
-    for p, (m, c, idx) in enumerate(picks):
+    for p, (m, label, idx) in enumerate(picks):
         for j in range(len(idx), 3):  # the unused columns of a client of 1 or 2 samples
             axes[2 * p, j].axis("off")
             axes[2 * p + 1, j].axis("off")
@@ -56,9 +51,34 @@ def fig_pictures(run: RunData):
                 if k:
                     ax.set_xlabel(f"{fmt(rows['psnr'][i], 1)} dB")
             if j == 0:
-                axes[2 * p, 0].set_ylabel(f"{m}\nclient {c}: true")
+                axes[2 * p, 0].set_ylabel(f"{m}\n{label}: true")
                 axes[2 * p + 1, 0].set_ylabel("rebuilt")
     return fig
+
+
+@figure("reconstruction_pictures", SECTION, "Reconstructions beside the originals",
+        "Per attack and client (its first attacked round): the reconstructions with the best, "
+        "the median and the worst PSNR (each once: fewer for a client of 1 or 2 samples; bottom "
+        "row of each pair) under the true sample each "
+        "was matched to (top), with the PSNR in dB. The true samples are the audit's ground "
+        "truth; the attack never saw them.")
+def fig_pictures(run: RunData):
+    return _pictures(_rows(run), "client")
+
+
+@figure("aggregate_reconstruction_pictures", SECTION,
+        "Reconstructions from the rounds' aggregates beside the originals",
+        "Per attack and attacked round, its aggregate inverted as one batch of the round's "
+        "samples (what the server under secure aggregation and every client see): the "
+        "reconstructions with the best, the median and the worst PSNR (bottom) under the "
+        "true sample of the round each was matched to (top).")
+def fig_aggregate_pictures(run: RunData):
+    rows = run.npz(aggregate_file(RECONSTRUCTIONS_NAME))
+    if rows is None:
+        raise Absent("Not run in this scenario (reconstruction.on does not list "
+                     "'aggregate', or no round's aggregate had at most "
+                     "reconstruction.max_samples samples).")
+    return _pictures(rows, "round")
 
 
 @figure("reconstruction_leakage", SECTION, "Leakage per client and round",

@@ -4,6 +4,9 @@ run's entries without them print the numbers alone)."""
 
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
+
 from fedaudit.report.fig_update_attacks import section_update_attacks as section_reconstruction
 
 THREAT = {"position": "honest-but-curious server", "knows": ["its update"],
@@ -46,3 +49,34 @@ def test_an_older_runs_entries_print_the_numbers_alone():
     cells = _cells(html)
     assert cells[:6] == ["bias-count", "2", "88%", "–", "–", "1.00"]
     assert cells[6:11] == ["inverting-gradients", "16", "20.2", "0", "0.500"]
+
+
+def _reconstruction_rows(rounds: list[int], client: int, n: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    k = len(rounds) * n
+    return {"image": rng.random((k, 1, 4, 4), dtype=np.float32),
+            "true_image": rng.random((k, 1, 4, 4), dtype=np.float32),
+            "client": np.full(k, client), "round": np.repeat(rounds, n),
+            "method": np.full(k, "inverting-gradients"), "psnr": rng.uniform(5, 30, k),
+            "ssim": rng.uniform(0, 1, k)}
+
+
+def test_the_aggregates_reconstructions_get_pictures_of_their_own(tmp_path):
+    """aggregate-reconstructions.npz (reconstruction.on lists aggregate): one picture pair
+    per attacked round, labelled by the round; a run without the file says why."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedaudit.report.fig_reconstruction import fig_aggregate_pictures
+    from fedaudit.report.registry import Absent
+    from fedaudit.rundir.reading import RunData
+
+    run = RunData(tmp_path, {}, [], {}, None)
+    with pytest.raises(Absent, match="reconstruction.on does not list 'aggregate'"):
+        fig_aggregate_pictures(run)
+    np.savez(tmp_path / "aggregate-reconstructions.npz",
+             **_reconstruction_rows([1, 10, 20], client=-1, n=16))
+    fig = fig_aggregate_pictures(RunData(tmp_path, {}, [], {}, None))
+    labels = [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()]
+    assert labels[::2] == [f"inverting-gradients\nround {r}: true" for r in (1, 10, 20)]
+    assert labels[1::2] == ["rebuilt"] * 3
