@@ -28,6 +28,11 @@ def check_cross(s: Scenario, source: str) -> None:
     if fed.min_clients > fed.num_clients:
         raise ScenarioError(f"{source}: federation.min_clients = {fed.min_clients}: must be "
                             f"<= federation.num_clients ({fed.num_clients})")
+    caps = d.client_samples
+    if not isinstance(caps, int) and len(caps) != fed.num_clients:
+        raise ScenarioError(f"{source}: data.client_samples lists {len(caps)} caps for "
+                            f"federation.num_clients = {fed.num_clients}; allowed: one number "
+                            "for every client, or one per client")
     bad = [c for c in s.canaries.clients if not 0 <= c < fed.num_clients]
     if s.canaries.count and bad:
         raise ScenarioError(f"{source}: canaries.clients = {list(s.canaries.clients)!r}: "

@@ -13,6 +13,7 @@ role, and ``speaker`` gives each client one role.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,14 +148,19 @@ def partition_data(ids: np.ndarray, y: np.ndarray, text: TextMeta | None, num_cl
     return [ids[np.isin(text.speech[ids], p)] for p in parts]
 
 
-def cap_clients(clients: list[np.ndarray], cap: int, seed: int) -> list[np.ndarray]:
+def cap_clients(clients: list[np.ndarray], cap: int | Sequence[int],
+                seed: int) -> list[np.ndarray]:
     """Each client's partition cut to at most ``cap`` samples (``data.client_samples``): a
-    random subset, seeded per client, sorted; ``cap`` 0 keeps every sample."""
-    if not cap:
+    random subset, seeded per client, sorted; a cap of 0 keeps every sample.  ``cap`` is one
+    number for every client or a sequence with one per client."""
+    caps = [cap] * len(clients) if isinstance(cap, (int, np.integer)) else list(cap)
+    if len(caps) != len(clients):
+        raise ValueError(f"{len(caps)} caps for {len(clients)} clients")
+    if not any(caps):
         return clients
-    return [ids if len(ids) <= cap else
-            np.sort(np.random.default_rng([seed, 39, c]).choice(ids, size=cap, replace=False))
-            for c, ids in enumerate(clients)]
+    return [ids if not k or len(ids) <= k else
+            np.sort(np.random.default_rng([seed, 39, c]).choice(ids, size=k, replace=False))
+            for c, (ids, k) in enumerate(zip(clients, caps))]
 
 
 def inject_canaries(x: np.ndarray, y: np.ndarray, clients: list[np.ndarray], count: int,

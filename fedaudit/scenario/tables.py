@@ -74,6 +74,12 @@ def _check_rounds(value: str | list) -> str | None:
     return None
 
 
+def _check_client_samples(value: int | list) -> str | None:
+    caps = value if isinstance(value, (list, tuple)) else [value]
+    ok = caps and all(type(c) is int and c >= 0 for c in caps)  # type: bool is not a count
+    return None if ok else "must be a number of samples >= 0 (0 = all) or a list of them"
+
+
 # ---- the tables -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunInfo:
@@ -111,10 +117,10 @@ class DataConfig(PluginKeys):
     min_partition_size: int = key(2, "Dirichlet: smallest allowed client", min=0)
     classes_per_client: int = key(2, "pathological: classes per client (text: speaker "
                                   "roles per client)", min=1)
-    client_samples: int = key(0, "at most this many training samples per client: a seeded "
-                              "random subset of its partition, the rest of the train split "
-                              "trains nobody (0 = all; e.g. a client that holds exactly one "
-                              "batch)", min=0)
+    client_samples: int | tuple[int, ...] = key(
+        0, "at most this many training samples per client (a seeded random subset of its "
+        "partition; the rest trains nobody; 0 = all), or a list of one cap per client",
+        check=_check_client_samples)
     #: the datasets' options (``register_dataset(..., options=...)``)
     options: Mapping[str, Any] = plugin_keys("dataset")
 
