@@ -28,7 +28,8 @@ from fedaudit.options import option
 __all__ = ["ReconstructionFamily", "budget_of"]
 
 #: the per-sample arrays of ``reconstructions.npz``
-_ROWS = ("image", "true_image", "client", "round", "method", "true_id", "label", "psnr",
+_ROWS = ("image", "true_image", "client", "round", "method", "true_id", "label",
+         "true_label", "psnr",
          "ssim", "prior_ssim", "identifiable", "label_correct", "leakage")
 
 
@@ -52,6 +53,13 @@ def _sd(v: Any, sd: Any, digits: int) -> str:
 
 def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def _ident(v: Any) -> str:
+    """Identifiability in words: None when each client held one sample (nothing to tell it
+    from)."""
+    return ("identifiability not meaningful (one sample per client)" if v is None
+            else f"{v:.0%} identifiable")
 
 
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
@@ -142,6 +150,7 @@ class ReconstructionFamily(UpdateAttackFamily):
                 rows["true_id"].append(ids[met.matched])
                 rows["true_image"].append(np.asarray(x[met.matched], dtype=np.float32))
                 rows["label"].append(np.asarray(rec.labels, dtype=np.int64))
+                rows["true_label"].append(np.asarray(y[met.matched], dtype=np.int64))
                 for k in ("psnr", "ssim", "prior_ssim", "identifiable", "label_correct",
                           "leakage"):
                     rows[k].append(np.asarray(getattr(met, k)))
@@ -163,7 +172,7 @@ class ReconstructionFamily(UpdateAttackFamily):
 
     def console(self, section):
         by = "; ".join(f"{m}: PSNR {p['psnr']:.1f} dB, SSIM {p['ssim']:.3f} (prior "
-                       f"{p['prior_ssim']:.3f}), {p['identifiability']:.0%} identifiable"
+                       f"{p['prior_ssim']:.3f}), {_ident(p['identifiability'])}"
                        for m, p in (section.get("pooled") or {}).items()
                        if p.get("samples") and p.get("psnr") is not None)
         return f"reconstruction from the updates: {by}" if by else None
@@ -199,7 +208,9 @@ class ReconstructionFamily(UpdateAttackFamily):
             f"{_fmt(section.get('seconds'), 1)} s."]
         rows = [[m, str(p.get("samples", 0)), _sd(p.get("psnr"), p.get("psnr_sd"), 1),
                  str(p.get("exact", 0)), _sd(p.get("ssim"), p.get("ssim_sd"), 3),
-                 _fmt(p.get("prior_ssim"), 3), _pct(p.get("identifiability")),
+                 _fmt(p.get("prior_ssim"), 3),
+                 "– (1 sample per client)" if p.get("samples") and p.get("identifiability")
+                 is None else _pct(p.get("identifiability")),
                  _pct(p.get("label_accuracy"))]
                 for m, p in (section.get("pooled") or {}).items()]
         out.append(ReportTable(["attack", "samples", "PSNR (dB, inexact; mean ± sd)",

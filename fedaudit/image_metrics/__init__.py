@@ -314,7 +314,8 @@ def prior_leakage(reconstructed: ArrayLike, true_matched: ArrayLike, prior: Arra
 class ReconstructionMetrics:
     """Per reconstruction i, against its matched true sample ``matched[i]`` (arrays of
     shape (N,), read-only). ``leakage = (ssim - prior_ssim) / prior_ssim`` where
-    ``prior_ssim > 0``, else NaN."""
+    ``prior_ssim > 0``, else NaN.  ``candidates``: the true samples identification chose
+    among (1: ``identifiable`` holds trivially; 0: not given)."""
 
     matched: np.ndarray        # int64: index into the true samples
     psnr: np.ndarray           # float64, dB
@@ -323,12 +324,14 @@ class ReconstructionMetrics:
     leakage: np.ndarray        # float64, NaN where undefined
     identifiable: np.ndarray   # bool
     label_correct: np.ndarray  # bool
+    candidates: int = 0
 
     def __post_init__(self) -> None:
-        n = {f.name: np.shape(getattr(self, f.name)) for f in fields(self)}
+        arrays = [f for f in fields(self) if f.name != "candidates"]
+        n = {f.name: np.shape(getattr(self, f.name)) for f in arrays}
         if len(set(n.values())) != 1 or len(next(iter(n.values()))) != 1:
             raise ValueError(f"ReconstructionMetrics needs 1-D arrays of one length, got {n}")
-        for f in fields(self):  # a read-only copy: the record cannot change under its reader
+        for f in arrays:  # a read-only copy: the record cannot change under its reader
             a = np.array(getattr(self, f.name))
             a.setflags(write=False)
             object.__setattr__(self, f.name, a)
@@ -375,4 +378,4 @@ def reconstruction_metrics(reconstructed: ArrayLike, rec_labels: ArrayLike,
     return ReconstructionMetrics(
         matched=matched, psnr=psnr(r, tm, box), ssim=rec, prior_ssim=pri,
         leakage=_leakage(rec, pri), identifiable=_nearest_is_matched(near, matched),
-        label_correct=rl == tl[matched])
+        label_correct=rl == tl[matched], candidates=int(t.shape[0]))

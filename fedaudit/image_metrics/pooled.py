@@ -42,7 +42,9 @@ class PooledReconstructionMetrics:
     ``ssim_gain_ci`` its normal 95 % interval (mean +- z sd / sqrt(n) over the
     reconstructions, taken as independent; None with fewer than two) and ``verdict`` that
     interval against 0, the data-free prior's level (:func:`fedaudit.intervals.chance_verdict`);
-    ``leakage`` is the mean over the ``n_leakage`` reconstructions where it is defined
+    ``identifiability`` is the share identified among the records with more than one
+    true sample (a client of one sample identifies trivially; None when every record had
+    one); ``leakage`` is the mean over the ``n_leakage`` reconstructions where it is defined
     (None if none).  Every mean is over the concatenated float64 values."""
 
     n: int
@@ -87,6 +89,15 @@ def _mean_interval(x: np.ndarray, bounds: tuple[float, float]) -> tuple[float, f
     return normal_interval(float(x.mean()), float(x.var(ddof=1)) / len(x), bounds=bounds)
 
 
+def _identifiability(metrics: Sequence[Any]) -> float | None:
+    """The share identified among the records whose true samples were more than one (a
+    reconstruction among one candidate is identified trivially); None when none was."""
+    kept = [np.asarray(m.identifiable, dtype=np.float64) for m in metrics
+            if getattr(m, "candidates", 0) != 1]
+    kept = [k for k in kept if len(k)]
+    return float(np.concatenate(kept).mean()) if kept else None
+
+
 def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
     """Every reconstruction of ``metrics`` (:class:`fedaudit.image_metrics.ReconstructionMetrics`
     records) pooled (:class:`PooledReconstructionMetrics`)."""
@@ -107,7 +118,7 @@ def pool_metrics(metrics: Sequence[Any]) -> PooledReconstructionMetrics:
         psnr_sd=_sd(psnr_[finite]), ssim=float(ssim_.mean()), ssim_sd=_sd(ssim_),
         prior_ssim=float(prior.mean()),
         ssim_gain=float((ssim_ - prior).mean()),
-        identifiability=float(cat("identifiable").mean()),
+        identifiability=_identifiability(metrics),
         label_accuracy=float(cat("label_correct").mean()),
         leakage=float(leak[defined].mean()) if defined.any() else None,
         n_leakage=int(defined.sum()), ssim_gain_ci=_mean_interval(ssim_ - prior, (-2.0, 2.0)))

@@ -137,3 +137,38 @@ def test_the_reconstruction_cell_judges_the_ssim_gain_over_the_prior():
     older = {"methods": ["inverting-gradients"], "pooled": {"inverting-gradients": {
         "samples": 4, "psnr": 30.0, "identifiability": 1.0}}}
     assert fam.cell(older) == Headline(30.0, "PSNR 30.0 dB, 100% identifiable")
+
+
+def test_reconstruction_rows_keep_the_true_labels_and_one_sample_identifies_nothing():
+    """Client 0 holds two samples (labels 3, 5), client 1 one (label 7); each is rebuilt
+    0.01 off every pixel, with the attack's labels 5, 3 and 7: reconstructions.npz keeps both
+    labellings, and identifiability pools client 0 only (client 1's one candidate is
+    identified whatever the picture)."""
+    from attacks.reconstruction.registry import Reconstruction
+
+    fam = FAMILIES.get("reconstruction")
+    x0 = np.stack([np.full((1, 4, 4), 0.2), np.full((1, 4, 4), 0.8)])
+    x1 = np.full((1, 1, 4, 4), 0.5)
+    truths = [CaseTruth(0, 1, np.array([10, 11]), x0, np.array([3, 5])),
+              CaseTruth(1, 1, np.array([12]), x1, np.array([7]))]
+    outs = [CaseOutput(0, 1, {"ig": Reconstruction((x0 + 0.01).astype(np.float32), np.array([5, 3]),
+                                                   0.0, 1)}, {"ig": 1.0}),
+            CaseOutput(1, 1, {"ig": Reconstruction((x1 + 0.01).astype(np.float32), np.array([7]),
+                                                   0.0, 1)}, {"ig": 1.0})]
+    settings = {"labels": "given", "iterations": 1, "restarts": 1, "lr": 0.0,
+                "max_samples": 16, "seed": 0}
+    scored = fam.score(outs, Scoring(["ig"], truths, 10, np.full((1, 4, 4), 0.5), settings))
+    rows = scored.arrays
+    assert rows["true_id"].tolist() == [10, 11, 12]
+    assert rows["label"].tolist() == [5, 3, 7] and rows["true_label"].tolist() == [3, 5, 7]
+    assert rows["label_correct"].tolist() == [False, False, True]
+    pooled = scored.section["pooled"]["ig"]
+    assert pooled["identifiability"] == 1.0  # client 0's two, both identified
+    alone = fam.score(outs[1:], Scoring(["ig"], truths[1:], 10, np.full((1, 4, 4), 0.5),
+                                        settings)).section
+    assert alone["pooled"]["ig"]["identifiability"] is None
+    section = {"methods": ["ig"], **alone}
+    assert fam.console(section).endswith("identifiability not meaningful (one sample per "
+                                         "client)")
+    (_, table) = fam.report(section)
+    assert table.rows[0][6] == "– (1 sample per client)"
