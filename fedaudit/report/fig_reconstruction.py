@@ -9,7 +9,7 @@ import numpy as np
 from fedaudit.report.fig_update_attacks import SECTION
 from fedaudit.report.format import fmt
 from fedaudit.report.registry import Absent, figure, new_figure
-from fedaudit.rundir.layout import RECONSTRUCTIONS_NAME, aggregate_file
+from fedaudit.rundir.layout import IMPRINT_NAME, RECONSTRUCTIONS_NAME, aggregate_file
 from fedaudit.rundir.reading import RunData
 
 
@@ -33,16 +33,21 @@ def _pictures(rows: dict[str, np.ndarray], by: str):
             # best, median, worst; a client of fewer samples shows each once
             picks.append((m, f"{by} {g}", list(dict.fromkeys(
                 [order[0], order[len(order) // 2], order[-1]]))))
-    picks = picks[:8]
-    fig = new_figure(1.4 * 3, 2.6 * len(picks))
-    axes = fig.subplots(2 * len(picks), 3, squeeze=False)
+    picks = picks[:9]
+    across = min(3, len(picks))  # groups side by side: the page's width, not a strip
+    down = -(-len(picks) // across)
+    gap = 0.45  # a narrow empty column between groups holds the next group's row labels
+    fig = new_figure(1.4 * (3 * across + gap * (across - 1)), 2.6 * down)
+    axes = fig.subplots(2 * down, 4 * across - 1, squeeze=False,
+                        gridspec_kw={"width_ratios": ([1, 1, 1, gap] * across)[:-1]})
+    for ax in axes.flat:
+        ax.axis("off")
     for p, (m, label, idx) in enumerate(picks):
-        for j in range(len(idx), 3):  # the unused columns of a client of 1 or 2 samples
-            axes[2 * p, j].axis("off")
-            axes[2 * p + 1, j].axis("off")
+        top, left = 2 * (p // across), 4 * (p % across)
         for j, i in enumerate(idx):
             for k, img in enumerate((rows["true_image"][i], rows["image"][i])):
-                ax = axes[2 * p + k, j]
+                ax = axes[top + k, left + j]
+                ax.axis("on")
                 a = np.asarray(img, dtype=np.float64)
                 ax.imshow(a[0] if a.shape[0] == 1 else np.transpose(a, (1, 2, 0)),
                           cmap="gray" if a.shape[0] == 1 else None, vmin=0.0, vmax=1.0)
@@ -51,8 +56,8 @@ def _pictures(rows: dict[str, np.ndarray], by: str):
                 if k:
                     ax.set_xlabel(f"{fmt(rows['psnr'][i], 1)} dB")
             if j == 0:
-                axes[2 * p, 0].set_ylabel(f"{m}\n{label}: true")
-                axes[2 * p + 1, 0].set_ylabel("rebuilt")
+                axes[top, left].set_ylabel(f"{m}\n{label}: true")
+                axes[top + 1, left].set_ylabel("rebuilt")
     return fig
 
 
@@ -79,6 +84,24 @@ def fig_aggregate_pictures(run: RunData):
                      "'aggregate', or no round's aggregate had at most "
                      "reconstruction.max_samples samples).")
     return _pictures(rows, "round")
+
+
+@figure("imprint_pictures", SECTION, "What the malicious server read back",
+        "The imprint block's read-back (one candidate image per bin whose bias changed, "
+        "matched to the round's samples): the candidates with the best, the median and the "
+        "worst PSNR (bottom) under the sample each was matched to (top); results.json "
+        "malicious_server counts the near-exact ones.")
+def fig_imprint_pictures(run: RunData):
+    rows = run.npz(IMPRINT_NAME)
+    if rows is None:
+        raise Absent("Not run in this scenario (imprint.enabled = false, or no bin of the "
+                     "block changed).")
+    if "true_image" not in rows:
+        raise Absent("imprint.npz was written before it kept the matched true images: rerun "
+                     "the scenario to draw them.")
+    n = len(rows["psnr"])
+    return _pictures({**rows, "method": np.full(n, "imprint"), "client": np.full(n, -1)},
+                     "round")
 
 
 @figure("reconstruction_leakage", SECTION, "Leakage per client and round",

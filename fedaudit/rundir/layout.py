@@ -24,6 +24,8 @@
                                metrics ([reconstruction])
         aggregate-reconstructions.npz
                                the same for the rounds' aggregates (reconstruction.on)
+        imprint.npz            the malicious server's read-back: each candidate image, its
+                               bin, the true sample it was matched to and its metrics
         results.json           the summary; its presence marks a finished run
         report.html            the report (unless --no-report)
         run.log                Flower's and fedaudit's log

@@ -78,5 +78,33 @@ def test_the_aggregates_reconstructions_get_pictures_of_their_own(tmp_path):
              **_reconstruction_rows([1, 10, 20], client=-1, n=16))
     fig = fig_aggregate_pictures(RunData(tmp_path, {}, [], {}, None))
     labels = [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()]
-    assert labels[::2] == [f"inverting-gradients\nround {r}: true" for r in (1, 10, 20)]
-    assert labels[1::2] == ["rebuilt"] * 3
+    # the three rounds side by side (the page's width): their true rows, then rebuilt
+    assert labels == [f"inverting-gradients\nround {r}: true" for r in (1, 10, 20)] + \
+        ["rebuilt"] * 3
+
+
+def test_the_malicious_server_s_read_back_is_drawn(tmp_path):
+    """imprint.npz with the matched true images: the read-back's best, median and worst
+    under their originals; an imprint.npz written before it kept them says to rerun."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedaudit.report.fig_reconstruction import fig_imprint_pictures
+    from fedaudit.report.registry import Absent
+    from fedaudit.rundir.reading import RunData
+
+    with pytest.raises(Absent, match="imprint.enabled = false"):
+        fig_imprint_pictures(RunData(tmp_path, {}, [], {}, None))
+    rows = _reconstruction_rows([1], client=-1, n=5)
+    old = {k: rows[k] for k in ("image", "psnr", "ssim")}
+    np.savez(tmp_path / "imprint.npz", bin=np.arange(5), true_id=np.arange(5), **old)
+    with pytest.raises(Absent, match="rerun the scenario"):
+        fig_imprint_pictures(RunData(tmp_path, {}, [], {}, None))
+    np.savez(tmp_path / "imprint.npz", bin=np.arange(5), true_id=np.arange(5),
+             true_image=rows["true_image"], round=rows["round"], **old)
+    fig = fig_imprint_pictures(RunData(tmp_path, {}, [], {}, None))
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()] == [
+        "imprint\nround 1: true", "rebuilt"]
+    xlabels = [ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()]
+    order = np.sort(rows["psnr"])[::-1]  # best, median, worst
+    assert xlabels == [f"{v:.1f} dB" for v in (order[0], order[2], order[4])]

@@ -103,7 +103,9 @@ class Imprint(Stage):
                         "identifiability": pooled.identifiability})
             atomic_save_npz(ctx.run_dir / IMPRINT_NAME,
                             image=np.clip(images, 0, 1).astype(np.float32), bin=bins,
-                            true_id=ids[met.matched], psnr=met.psnr, ssim=met.ssim)
+                            true_id=ids[met.matched], psnr=met.psnr, ssim=met.ssim,
+                            true_image=ctx.data.x[ids[met.matched]].astype(np.float32),
+                            round=np.full(len(images), r))
         else:
             out.update({"near_exact": 0, "share": 0.0 if n else None, "psnr_median": None,
                         "ssim": None, "identifiability": None})
