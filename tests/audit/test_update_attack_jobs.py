@@ -169,3 +169,28 @@ def test_update_job_runner_runs_in_process_without_a_simulation_grid(runtime):
 
     runner = update_job_runner(scenario, SimGrid())
     assert (runner is run_in_process) == (runtime == "driver")
+
+
+def test_each_finished_job_says_its_rate_and_what_is_left(tmp_path, monkeypatch, caplog):
+    """The stage's progress line and run.log after each job: which job, the wall seconds
+    per job so far and the time the others should take (cached jobs count as done)."""
+    from types import SimpleNamespace
+
+    from fedaudit.audit.stages.update_attacks import _run_jobs
+
+    monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path))
+    steps = []
+    ctx = SimpleNamespace(progress=SimpleNamespace(step=lambda *a: steps.append(a)))
+    jobs = [_job(0, family="label_leakage", methods=("bias-count",)),
+            _job(1, family="label_leakage", methods=("bias-count",))]
+    with caplog.at_level(logging.INFO, logger="fedaudit"):
+        results, cached, failed = _run_jobs(ctx, run_in_process, jobs)
+    assert len(results) == 2 and cached == {"label_leakage": 0} and failed == {}
+    assert [s[:3] for s in steps] == [("update attacks", 0, 2), ("update attacks", 1, 2),
+                                      ("update attacks", 2, 2)]
+    assert steps[1][3].startswith("label_leakage, client 0, round 1; ")
+    assert " s per job, eta " in steps[1][3] and steps[2][3].endswith("eta 0 s")
+    assert "update attacks: 2 of 2 jobs done" in caplog.text
+    steps.clear()
+    _run_jobs(ctx, run_in_process, jobs)  # both from the cache now
+    assert steps == [("update attacks", 2, 2, "2 cached")]

@@ -318,6 +318,7 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
     finished, failed = len(jobs) - len(todo), {}
     ctx.progress.step("update attacks", finished, len(jobs),
                       f"{finished} cached" if finished else "running")
+    t0 = time.perf_counter()
     for k, out in runner([jobs[i] for i in todo]):
         i = todo[k]
         job = jobs[i]
@@ -329,8 +330,11 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
             done[i] = out
             save_cached(keys[i], out)
         finished += 1
-        ctx.progress.step("update attacks", finished, len(jobs),
-                          f"{job.family}, client {job.client}, round {job.round}")
+        per_job = (time.perf_counter() - t0) / (k + 1)  # jobs run side by side: wall time
+        rate = (f"{job.family}, client {job.client}, round {job.round}; {per_job:.1f} s per "
+                f"job, eta {per_job * (len(todo) - k - 1):.0f} s")
+        log.info("update attacks: %d of %d jobs done (%s)", finished, len(jobs), rate)
+        ctx.progress.step("update attacks", finished, len(jobs), rate)
     return [r for r in done if r is not None], cached, failed
 
 
