@@ -28,6 +28,7 @@ timed, with one torch thread.  A new family is a package here with one class und
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -55,13 +56,21 @@ ON_VIEWS: Mapping[str, str] = {"updates": "each client's update",
 AGGREGATE_CLIENT = -1
 
 
+#: the words ``rounds`` takes beside round numbers (``every N`` too)
+ROUND_WORDS = ("first", "middle", "last")
+
+
 def check_rounds(value: Any) -> str | None:
-    """``rounds``: ``first``, ``last``, ``all`` or a non-empty list of round numbers."""
+    """``rounds``: ``first``, ``middle``, ``last``, ``all``, ``every N`` or a non-empty list
+    of round numbers and the words ``first``, ``middle``, ``last``."""
     if isinstance(value, str):
-        return None if value in ("first", "last", "all") else \
-            "must be 'first', 'last', 'all' or a list of rounds"
-    if not value or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in value):
-        return "a list of rounds must hold round numbers >= 1"
+        if value in (*ROUND_WORDS, "all") or re.fullmatch(r"every [1-9][0-9]*", value):
+            return None
+        return "must be 'first', 'middle', 'last', 'all', 'every N' or a list of rounds"
+    if not value or any(isinstance(r, bool) or not (isinstance(r, int) and r >= 1
+                                                     or r in ROUND_WORDS) for r in value):
+        return ("a list of rounds must hold round numbers >= 1 or the words 'first', "
+                "'middle', 'last'")
     return None
 
 
@@ -71,8 +80,9 @@ COMMON: Mapping[str, Field] = {
                       "(the server's view)"),
     "clients": option(list, [], "clients whose updates are attacked ([] = every client)",
                       item_types=(int,)),
-    "rounds": option((str, list), "first", "rounds attacked: first, last, all or a list",
-                     check=check_rounds),
+    "rounds": option((str, list), "first", "rounds attacked: first, middle, last, all, "
+                     "'every N' (rounds N, 2N, ...) or a list of round numbers and those words "
+                     "(e.g. ['first', 'middle', 'last'])", check=check_rounds),
     "on": option(list, ["updates"], "what is attacked: updates (each selected client's update, "
                  "as the server receives it), aggregate (each selected round's aggregate: the "
                  "change of the global model, which every client and a server under secure "

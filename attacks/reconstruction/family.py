@@ -62,6 +62,21 @@ def _ident(v: Any) -> str:
             else f"{v:.0%} identifiable")
 
 
+def _trend(section: Mapping[str, Any]) -> str:
+    """The first method's mean SSIM per attacked round, when there are several rounds
+    (leakage across training): ``; SSIM by round 1: 0.126, 10: 0.101``."""
+    methods = section.get("methods") or []
+    by_round: dict[int, list[float]] = {}
+    for case in section.get("cases") or []:
+        entry = case.get(methods[0]) if methods else None
+        if isinstance(entry, dict) and entry.get("ssim") is not None:
+            by_round.setdefault(int(case["round"]), []).append(float(entry["ssim"]))
+    if len(by_round) < 2:
+        return ""
+    return "; SSIM by round " + ", ".join(f"{r}: {np.mean(v):.3f}"
+                                          for r, v in sorted(by_round.items()))
+
+
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
     m, p = first_pooled(section)
     return (m, p) if p.get("samples") else None
@@ -175,7 +190,7 @@ class ReconstructionFamily(UpdateAttackFamily):
                        f"{p['prior_ssim']:.3f}), {_ident(p['identifiability'])}"
                        for m, p in (section.get("pooled") or {}).items()
                        if p.get("samples") and p.get("psnr") is not None)
-        return f"reconstruction from the updates: {by}" if by else None
+        return f"reconstruction from the updates: {by}{_trend(section)}" if by else None
 
     def columns(self, section):
         methods = section.get("methods")

@@ -28,7 +28,8 @@ __all__ = ["ClientUpdates", "KeptCase", "UpdateSelection", "kept_cases", "load_c
 @dataclass(frozen=True)
 class UpdateSelection:
     """Which (client, round) updates are kept: ``clients`` (None: every client) and
-    ``rounds`` (``first``, ``last``, ``all`` or round numbers), of ``total`` rounds."""
+    ``rounds`` (``first``, ``middle``, ``last``, ``all``, ``every N`` or a list of round
+    numbers and those words), of ``total`` rounds; ``middle`` is round ceil(total / 2)."""
 
     clients: tuple[int, ...] | None
     rounds: str | tuple[int, ...]
@@ -41,14 +42,17 @@ class UpdateSelection:
         rounds = table["rounds"]
         return cls(clients, rounds if isinstance(rounds, str) else tuple(rounds), total)
 
+    def _number(self, word: str | int) -> int:
+        return {"first": 1, "middle": (self.total + 1) // 2, "last": self.total}.get(
+            word, word)  # type: ignore[arg-type]
+
     def keeps_round(self, round_: int) -> bool:
         if self.rounds == "all":
             return True
-        if self.rounds == "first":
-            return round_ == 1
-        if self.rounds == "last":
-            return round_ == self.total
-        return round_ in self.rounds
+        if isinstance(self.rounds, str) and self.rounds.startswith("every "):
+            return round_ % int(self.rounds.split()[1]) == 0
+        words = (self.rounds,) if isinstance(self.rounds, str) else self.rounds
+        return round_ in {self._number(w) for w in words}
 
     def keeps_client(self, client: int) -> bool:
         return self.clients is None or client in self.clients

@@ -172,3 +172,18 @@ def test_reconstruction_rows_keep_the_true_labels_and_one_sample_identifies_noth
                                          "client)")
     (_, table) = fam.report(section)
     assert table.rows[0][6] == "– (1 sample per client)"
+
+
+def test_the_console_shows_leakage_across_training():
+    """Several attacked rounds: the console line ends with the first method's mean SSIM per
+    round (each round's cases averaged); one round: no trend."""
+    fam = FAMILIES.get("reconstruction")
+    pooled = {"ig": {"samples": 6, "psnr": 10.0, "ssim": 0.1, "prior_ssim": 0.15,
+                     "identifiability": 0.5}}
+    cases = [{"client": c, "round": r, "num_examples": 4, "ig": {"ssim": s}}
+             for c, r, s in ((0, 1, 0.2), (1, 1, 0.1), (0, 10, 0.05), (1, 10, 0.15),
+                             (0, 20, 0.125))]
+    line = fam.console({"methods": ["ig"], "pooled": pooled, "cases": cases})
+    assert line.endswith("; SSIM by round 1: 0.150, 10: 0.100, 20: 0.125")
+    one = fam.console({"methods": ["ig"], "pooled": pooled, "cases": cases[:2]})
+    assert "by round" not in one

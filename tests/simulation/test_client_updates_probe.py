@@ -70,3 +70,29 @@ def test_selection_reads_the_table():
     sel = UpdateSelection.of({"clients": [1], "rounds": [2, 4]}, total=5)
     assert sel.keeps_client(1) and not sel.keeps_client(0)
     assert [r for r in range(1, 6) if sel.keeps_round(r)] == [2, 4]
+
+
+@pytest.mark.parametrize("rounds, total, kept", [
+    ("middle", 20, [10]), ("middle", 3, [2]), ("middle", 1, [1]),
+    (["first", "middle", "last"], 20, [1, 10, 20]), (["first", 7, "last"], 9, [1, 7, 9]),
+    ("every 5", 20, [5, 10, 15, 20]), ("every 1", 3, [1, 2, 3]),
+])
+def test_rounds_by_their_place_in_training(rounds, total, kept):
+    sel = UpdateSelection.of({"clients": [], "rounds": rounds}, total=total)
+    assert [r for r in range(1, total + 1) if sel.keeps_round(r)] == kept
+
+
+@pytest.mark.parametrize("value, message", [
+    ('"every 0"', "must be 'first', 'middle', 'last', 'all', 'every N' or a list of rounds"),
+    ("sometimes", "must be 'first', 'middle', 'last', 'all', 'every N' or a list of rounds"),
+    ("['first', 'later']", "round numbers >= 1 or the words 'first', 'middle', 'last'"),
+    ('"every 4"', "no round is a multiple of 4 in 1..3"),
+    ("['middle', 5]", "round 5 does not exist; allowed: 1..3"),
+])
+def test_bad_rounds_are_refused_in_one_line(value, message):
+    from fedaudit.config import ScenarioError, load_scenario
+
+    with pytest.raises(ScenarioError, match="reconstruction.rounds") as err:
+        load_scenario("reconstruction-digits", ["federation.rounds=3",
+                                                f"reconstruction.rounds={value}"])
+    assert message in str(err.value)

@@ -117,9 +117,15 @@ class UpdateAttacks(Stage):
                 return (f"{f.name}.clients = {list(t['clients'])!r}: client {bad[0]} does "
                         f"not exist; allowed: 0..{n - 1}")
             rounds = t["rounds"]
-            if not isinstance(rounds, str) and max(rounds) > total:
-                return (f"{f.name}.rounds = {list(rounds)!r}: round {max(rounds)} does not "
+            numbers = [] if isinstance(rounds, str) else [r for r in rounds
+                                                          if isinstance(r, int)]
+            if numbers and max(numbers) > total:
+                return (f"{f.name}.rounds = {list(rounds)!r}: round {max(numbers)} does not "
                         f"exist; allowed: 1..{total}")
+            if isinstance(rounds, str) and rounds.startswith("every ") \
+                    and int(rounds.split()[1]) > total:
+                return (f"{f.name}.rounds = {rounds!r}: no round is a multiple of "
+                        f"{rounds.split()[1]} in 1..{total}")
             if msg := f.check(scenario):
                 return msg
         u = scenario.stages["update_attacks"]
