@@ -32,7 +32,7 @@ class UpdateSelection:
     numbers and those words), of ``total`` rounds; ``middle`` is round ceil(total / 2)."""
 
     clients: tuple[int, ...] | None
-    rounds: str | tuple[int, ...]
+    rounds: str | tuple[int | str, ...]
     total: int
 
     @classmethod
