@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks.iteration_progress import iteration_done
 from attacks.reconstruction.matching_losses import squared_l2
 from attacks.reconstruction.registry import (Budget, Reconstruction, register_reconstruction,
                                              resolve_options)
@@ -73,8 +74,10 @@ def dlg(case: UpdateCase, *, num_samples: int, labels: np.ndarray | None, budget
             opt = torch.optim.LBFGS(variables, lr=lr, max_iter=1, history_size=100)
         else:
             opt = torch.optim.Adam(variables, lr=lr)
-        for _ in range(budget.iterations):
+        for it in range(budget.iterations):
             opt.step(closure)
+            iteration_done(restart * budget.iterations + it + 1,
+                           budget.restarts * budget.iterations)
         images = x.detach().clamp(low, high)
         trials.append(Trial(images, y.detach(),
                             final_loss(simulator, squared_l2, images, y)))

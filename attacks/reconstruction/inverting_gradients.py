@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks.iteration_progress import iteration_done
 from attacks.reconstruction.matching_losses import (WEIGHTINGS, cosine_distance,
                                                     parameter_weights, total_variation)
 from attacks.reconstruction.registry import (Budget, Reconstruction, register_reconstruction,
@@ -49,6 +50,28 @@ NAME = "inverting-gradients"
 #: the paper's Adam step size
 DEFAULT_LR = 0.1
 INITS = ("randn", "uniform")
+KEEPS = ("last", "best")
+#: ``tv = "auto"``: (smallest image area in pixels, weight) -- the natural-image prior for
+#: images of 16 x 16 pixels or more, almost none below (docs/validation.md section 22:
+#: CIFAR-10 32 x 32 and MNIST 28 x 28 gain 6-9 dB from TV 0.1; the 8 x 8 digits lose 29)
+AUTO_TV = ((16 * 16, 0.1), (0, 1e-4))
+
+
+def auto_tv(input_shape: tuple[int, ...]) -> float:
+    """The total-variation weight ``tv = "auto"`` gives images of ``input_shape`` (C, H,
+    W): :data:`AUTO_TV`'s weight for the first area H x W reaches; 0 for inputs that are
+    not images."""
+    if len(input_shape) != 3:
+        return 0.0
+    area = int(input_shape[1]) * int(input_shape[2])
+    return next(w for least, w in AUTO_TV if area >= least)
+
+
+def _check_tv(v: Any) -> str | None:
+    if v == "auto" or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and np.isfinite(v) and v >= 0):
+        return None
+    return f"{v!r} is not allowed; allowed: 'auto' or a number >= 0"
 
 
 def initial_images(shape: tuple[int, ...], box: tuple[float, float], init: str,
@@ -62,7 +85,9 @@ def initial_images(shape: tuple[int, ...], box: tuple[float, float], init: str,
 
 
 @register_reconstruction(NAME, label="Inverting Gradients", joint_labels=True, options={
-    "tv": option(float, 1e-4, "weight alpha_TV of the total-variation prior", min=0.0),
+    "tv": option((str, float), "auto", "weight alpha_TV of the total-variation prior, or "
+                 "auto: 0.1 for images of 16 x 16 pixels or more, 1e-4 for smaller ones "
+                 "(docs/algorithms.md section 14)", check=_check_tv),
     "signed": option(bool, True, "Adam steps on the sign of the image gradient (the "
                                  "paper's code)"),
     "weighting": option(str, "equal", "per-parameter weights of the cosine (equal, as in "
@@ -72,6 +97,9 @@ def initial_images(shape: tuple[int, ...], box: tuple[float, float], init: str,
                                    "iterations"),
     "init": option(str, "randn", "starting images: N(0, 1) draws, or uniform in the box",
                    choices=INITS),
+    "keep": option(str, "last", "the images a restart returns: its last iterate, or the "
+                                "iterate of lowest objective (matching loss + prior) seen",
+                   choices=KEEPS),
 })
 def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarray | None,
                         budget: Budget, seed: int, **options: Any) -> Reconstruction:
@@ -79,6 +107,8 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
     opts = resolve_options(NAME, options)
     simulator, given = check_call(NAME, case, num_samples, labels, budget, seed,
                                   joint_labels=True)
+    if opts["tv"] == "auto":
+        opts["tv"] = auto_tv(case.input_shape)
     if opts["tv"] > 0 and len(case.input_shape) != 3:
         raise ValueError(f"{NAME}: option tv > 0 needs images (C, H, W), got input_shape "
                          f"{case.input_shape}; set tv = 0")
@@ -98,10 +128,13 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
         opt = torch.optim.Adam(variables, lr=lr)
         milestones = [its * 3 // 8, its * 5 // 8, its * 7 // 8] if opts["lr_decay"] else []
         schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones, gamma=0.1)
-        for _ in range(its):
+        best = _BestIterate()
+        for it in range(its):
             loss = cosine_distance(simulator.simulate(x, y), simulator.target, weights)
             if opts["tv"] > 0:
                 loss = loss + opts["tv"] * total_variation(x)
+            if opts["keep"] == "best":
+                best.offer(float(loss.detach()), x, y)
             grads = torch.autograd.grad(loss, variables)
             x.grad = grads[0].sign() if opts["signed"] else grads[0]
             if given is None:
@@ -110,10 +143,46 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
             schedule.step()
             with torch.no_grad():
                 x.clamp_(low, high)
-        images = x.detach()
-        trials.append(Trial(images, y.detach(),
+            iteration_done(restart * its + it + 1, budget.restarts * its)
+        images, y = (x.detach(), y.detach()) if opts["keep"] == "last" else best.final(
+            _objective(simulator, x, y, weights, opts["tv"]), x, y)
+        trials.append(Trial(images, y,
                             final_loss(simulator, cosine_distance, images, y, weights=weights)))
     return keep_best(trials, its, {
         "labels": "given" if given is not None else "joint",
         "single_gradient": simulator.single, "local_steps": case.training.steps,
         "lr": lr, **opts})
+
+
+def _objective(simulator: Any, x: torch.Tensor, y: torch.Tensor, weights: Any,
+               tv: float) -> float:
+    """The objective (matching loss + prior) at the last iterate, which the loop never
+    evaluated."""
+    with torch.enable_grad():
+        loss = cosine_distance(simulator.simulate(x.detach(), y.detach()), simulator.target,
+                               weights)
+    return float(loss.detach()) + (tv * float(total_variation(x.detach())) if tv > 0 else 0.0)
+
+
+class _BestIterate:
+    """The iterate of lowest objective seen (``keep = best``, breaching's choice): each
+    loop evaluates the objective at the current images before stepping, so the images and
+    labels are copied when it improves; non-finite values are never kept."""
+
+    def __init__(self) -> None:
+        self.value = float("inf")
+        self.images: torch.Tensor | None = None
+        self.labels: torch.Tensor | None = None
+
+    def offer(self, value: float, x: torch.Tensor, y: torch.Tensor) -> None:
+        if value < self.value:  # False for nan
+            self.value = value
+            self.images, self.labels = x.detach().clone(), y.detach().clone()
+
+    def final(self, value: float, x: torch.Tensor, y: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The best iterate, the last one included (its objective ``value``)."""
+        self.offer(value, x, y)
+        if self.images is None:  # every iterate non-finite: the restart diverged
+            return x.detach(), y.detach()
+        return self.images, self.labels

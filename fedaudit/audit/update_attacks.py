@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -62,6 +63,9 @@ class UpdateJob:
     #: round's aggregate of K clients (``client`` is then
     #: :data:`attacks.update_family.AGGREGATE_CLIENT`)
     merged: int = 1
+    #: where the job writes its iterations while it runs (None: nowhere); not part of what
+    #: decides its result (:mod:`fedaudit.audit.job_progress`)
+    progress_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,16 @@ def _case(job: UpdateJob) -> UpdateCase:
                       box=(0.0, 1.0), loss=batch_loss)
 
 
+def _heartbeat(job: UpdateJob, method: str) -> AbstractContextManager:
+    """The job's iterations of ``method`` to its progress file, if it has one."""
+    if job.progress_file is None:
+        return nullcontext()
+    from attacks.iteration_progress import on_iterations
+    from fedaudit.audit.job_progress import Heartbeat
+
+    return on_iterations(Heartbeat(job.progress_file, method))
+
+
 def run_update_job(job: UpdateJob) -> CaseResult:
     """The family's attacks of ``job`` on its case, in order, each timed, with one torch
     thread (the result does not depend on the runner)."""
@@ -100,7 +114,8 @@ def run_update_job(job: UpdateJob) -> CaseResult:
         outputs, seconds = {}, {}
         for name in job.spec.methods:
             t0 = time.perf_counter()
-            outputs[name] = family.attack(case, name, job.spec, prepared)
+            with _heartbeat(job, name):
+                outputs[name] = family.attack(case, name, job.spec, prepared)
             seconds[name] = time.perf_counter() - t0
         return CaseResult(job.client, job.round, outputs, seconds, family=job.family)
     finally:

@@ -37,7 +37,9 @@ def test_the_attacks_are_registered_with_their_options():
     for name in ATTACKS:
         assert RECONSTRUCTIONS.meta(name)["joint_labels"]
     assert resolve_options("inverting-gradients", {"tv": 0}) == {
-        "tv": 0.0, "signed": True, "weighting": "equal", "lr_decay": True, "init": "randn"}
+        "tv": 0, "signed": True, "weighting": "equal", "lr_decay": True, "init": "randn",
+        "keep": "last"}
+    assert resolve_options("inverting-gradients", {})["tv"] == "auto"
     assert resolve_options("dlg", {}) == {"optimizer": "lbfgs"}
 
 
@@ -47,8 +49,11 @@ def test_bad_options_are_one_line_errors():
     with pytest.raises(ScenarioError, match=r"option optimizer = 'sgd': unknown choice; "
                                             r"allowed: lbfgs, adam"):
         resolve_options("dlg", {"optimizer": "sgd"})
-    with pytest.raises(ScenarioError, match="option tv = -1.0: out of range, must be >= 0"):
+    with pytest.raises(ScenarioError, match="option tv = -1.0: -1.0 is not allowed; allowed: "
+                                            "'auto' or a number >= 0"):
         resolve_options("inverting-gradients", {"tv": -1.0})
+    with pytest.raises(ScenarioError, match="option tv = 'strong': 'strong' is not allowed"):
+        resolve_options("inverting-gradients", {"tv": "strong"})
     with pytest.raises(Exception, match="unknown reconstruction 'nope'; allowed: dlg, "
                                         "inverting-gradients"):
         get_reconstruction("nope")
@@ -198,3 +203,50 @@ def test_on_a_gpu_the_simulation_matches_the_cpu_s_and_the_attack_runs(name):
                                    budget=Budget(3, device="cuda"), seed=3)
     assert isinstance(rec.images, np.ndarray) and rec.images.dtype == np.float32
     assert rec.images.min() >= 0.0 and rec.images.max() <= 1.0 and np.isfinite(rec.loss)
+
+
+def test_keep_best_returns_the_iterate_of_lowest_objective(one_thread):
+    """keep = best against its reference: the objectives of the start and of the last
+    iterates of runs of 1..K iterations (without step decay a run of k iterations is the
+    first k of a longer one), evaluated afresh; the kept images are the argmin's."""
+    from attacks.reconstruction.inverting_gradients import initial_images
+    from attacks.reconstruction.matching_losses import cosine_distance, total_variation
+    from attacks.reconstruction.simulate import UpdateSimulator
+    from attacks.reconstruction.trials import restart_generator
+
+    case, labels, tv, k_max = _case(), np.array([3, 1, 4]), 0.05, 6
+    fn = get_reconstruction("inverting-gradients")
+    run = lambda its, keep: fn(case, num_samples=3, labels=labels,  # noqa: E731
+                               budget=Budget(its, 1, lr=0.5), seed=3, tv=tv,
+                               lr_decay=False, keep=keep)
+    sim = UpdateSimulator.of(case, "cpu")
+    y = torch.from_numpy(labels)
+
+    def objective(images):
+        x = torch.as_tensor(images, dtype=sim.dtype)
+        return float(cosine_distance(sim.simulate(x, y), sim.target).detach()) + tv * float(
+            total_variation(x))
+
+    start = initial_images((3, 1, 8, 8), case.box, "randn", restart_generator(3, 0),
+                           sim.dtype).numpy()
+    iterates = [start] + [run(k, "last").images for k in range(1, k_max + 1)]
+    values = [objective(x) for x in iterates]
+    best = run(k_max, "best")
+    want = iterates[int(np.argmin(values))]
+    assert int(np.argmin(values)) not in (0, k_max)  # the case tells best from last and start
+    np.testing.assert_array_equal(best.images, want.astype(np.float32))
+    assert best.info["keep"] == "best" and objective(best.images) <= values[-1]
+
+
+def test_auto_tv_follows_the_image_area():
+    """tv = auto: the natural-image prior from 16 x 16 pixels on (CIFAR-10, MNIST), almost
+    none for the 8 x 8 digits, none for inputs that are not images; the weight used is in
+    the reconstruction's info."""
+    from attacks.reconstruction.inverting_gradients import auto_tv
+
+    assert auto_tv((3, 32, 32)) == auto_tv((1, 28, 28)) == auto_tv((1, 16, 16)) == 0.1
+    assert auto_tv((1, 8, 8)) == auto_tv((1, 15, 16)) == 1e-4
+    assert auto_tv((64,)) == 0.0
+    rec = get_reconstruction("inverting-gradients")(
+        _case(), num_samples=3, labels=np.array([3, 1, 4]), budget=Budget(2), seed=0)
+    assert rec.info["tv"] == 1e-4  # the case's images are 8 x 8

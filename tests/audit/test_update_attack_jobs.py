@@ -180,7 +180,8 @@ def test_each_finished_job_says_its_rate_and_what_is_left(tmp_path, monkeypatch,
 
     monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path))
     steps = []
-    ctx = SimpleNamespace(progress=SimpleNamespace(step=lambda *a: steps.append(a)))
+    ctx = SimpleNamespace(progress=SimpleNamespace(step=lambda *a: steps.append(a)),
+                          run_dir=tmp_path)
     jobs = [_job(0, family="label_leakage", methods=("bias-count",)),
             _job(1, family="label_leakage", methods=("bias-count",))]
     with caplog.at_level(logging.INFO, logger="fedaudit"):
@@ -194,3 +195,37 @@ def test_each_finished_job_says_its_rate_and_what_is_left(tmp_path, monkeypatch,
     steps.clear()
     _run_jobs(ctx, run_in_process, jobs)  # both from the cache now
     assert steps == [("update attacks", 2, 2, "2 cached")]
+
+
+def test_a_job_writes_its_iterations_and_the_stage_cleans_up(tmp_path, monkeypatch):
+    """A job with a progress file leaves the last count of its last method there (DLG:
+    one iteration per budget iteration); the stage gives each job to run a file in the run
+    directory's hidden folder, and removes the folder when the jobs are done."""
+    import json
+    from types import SimpleNamespace
+
+    from fedaudit.audit.job_progress import FOLDER
+    from fedaudit.audit.stages.update_attacks import _run_jobs
+
+    job = replace(_with(_job(0, iterations=5), settings={**_job().spec.settings,
+                                                         "restarts": 2}),
+                  progress_file=str(tmp_path / "beat.json"))
+    out = run_update_job(job)
+    assert json.loads((tmp_path / "beat.json").read_text()) == {"method": "dlg", "done": 10,
+                                                               "total": 10}
+    assert cache.cache_key(job) == cache.cache_key(replace(job, progress_file=None))
+    _same(out, run_update_job(replace(job, progress_file=None)))
+    monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path / "cache"))
+    seen = []
+
+    def runner(jobs):
+        seen.extend(j.progress_file for j in jobs)
+        assert (tmp_path / "run" / FOLDER).is_dir()
+        yield from run_in_process(jobs)
+
+    (tmp_path / "run").mkdir()
+    ctx = SimpleNamespace(progress=SimpleNamespace(step=lambda *a: None),
+                          run_dir=tmp_path / "run")
+    _run_jobs(ctx, runner, [_job(0), _job(1)])
+    assert seen == [str(tmp_path / "run" / FOLDER / f"{i}.json") for i in (0, 1)]
+    assert not (tmp_path / "run" / FOLDER).exists()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 from attacks.update_family import (AGGREGATE_CLIENT, ON_VIEWS, CaseTruth, JobSpec, Scoring,
                                    UpdateAttackFamily, enabled_families, families)
 from fedaudit.audit.context import AuditContext, Trajectory
+from fedaudit.audit.job_progress import JobWatcher, job_files
 from fedaudit.audit.stages.base import Stage, register_stage
 from fedaudit.audit.update_attack_cache import cache_dir, cache_key, load_cached, save_cached
 from fedaudit.audit.update_attacks import CaseResult, UpdateJob, UpdateJobRunner, run_in_process
@@ -324,23 +325,30 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
     finished, failed = len(jobs) - len(todo), {}
     ctx.progress.step("update attacks", finished, len(jobs),
                       f"{finished} cached" if finished else "running")
-    t0 = time.perf_counter()
-    for k, out in runner([jobs[i] for i in todo]):
-        i = todo[k]
-        job = jobs[i]
-        if isinstance(out, str):
-            failed.setdefault(job.family, []).append(
-                f"client {job.client} round {job.round}: the attacks failed ({out}); left out")
-            log.warning("%s: %s", job.family, failed[job.family][-1])
-        else:
-            done[i] = out
-            save_cached(keys[i], out)
-        finished += 1
-        per_job = (time.perf_counter() - t0) / (k + 1)  # jobs run side by side: wall time
-        rate = (f"{job.family}, client {job.client}, round {job.round}; {per_job:.1f} s per "
-                f"job, eta {per_job * (len(todo) - k - 1):.0f} s")
-        log.info("update attacks: %d of %d jobs done (%s)", finished, len(jobs), rate)
-        ctx.progress.step("update attacks", finished, len(jobs), rate)
+    t0, rate = time.perf_counter(), ""
+    with job_files(ctx.run_dir) as folder, JobWatcher(folder, lambda text: ctx.progress.step(
+            "update attacks", finished, len(jobs), f"{text}{rate}")) as watcher:
+        sent = [replace(jobs[i], progress_file=str(folder / f"{i}.json")) for i in todo]
+        for k, out in runner(sent):
+            i = todo[k]
+            job = jobs[i]
+            watcher.finished(str(i))
+            if isinstance(out, str):
+                failed.setdefault(job.family, []).append(
+                    f"client {job.client} round {job.round}: the attacks failed ({out}); "
+                    "left out")
+                log.warning("%s: %s", job.family, failed[job.family][-1])
+            else:
+                done[i] = out
+                save_cached(keys[i], out)
+            finished += 1
+            per_job = (time.perf_counter() - t0) / (k + 1)  # jobs run side by side: wall
+            eta = f"{per_job:.1f} s per job, eta {per_job * (len(todo) - k - 1):.0f} s"
+            rate = f"; {eta}"
+            log.info("update attacks: %d of %d jobs done (%s, client %d, round %d; %s)",
+                     finished, len(jobs), job.family, job.client, job.round, eta)
+            ctx.progress.step("update attacks", finished, len(jobs),
+                              f"{job.family}, client {job.client}, round {job.round}; {eta}")
     return [r for r in done if r is not None], cached, failed
 
 
