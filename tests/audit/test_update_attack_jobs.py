@@ -229,3 +229,29 @@ def test_a_job_writes_its_iterations_and_the_stage_cleans_up(tmp_path, monkeypat
     _run_jobs(ctx, runner, [_job(0), _job(1)])
     assert seen == [str(tmp_path / "run" / FOLDER / f"{i}.json") for i in (0, 1)]
     assert not (tmp_path / "run" / FOLDER).exists()
+
+
+def test_the_time_left_counts_replies_not_positions(tmp_path, monkeypatch):
+    """The grid's replies come in any order: the last reply leaves no time, whichever job
+    it was."""
+    from types import SimpleNamespace
+
+    from fedaudit.audit.stages.update_attacks import _run_jobs
+
+    monkeypatch.setenv("FEDAUDIT_CACHE", str(tmp_path))
+    steps = []
+    ctx = SimpleNamespace(progress=SimpleNamespace(step=lambda *a: steps.append(a)),
+                          run_dir=tmp_path)
+    jobs = [_job(i, family="label_leakage", methods=("bias-count",)) for i in range(3)]
+
+    def backwards(sent):
+        yield from reversed(list(run_in_process(sent)))
+
+    clock = iter(range(0, 1000, 10))  # each look at the clock: 10 s later
+    monkeypatch.setattr("fedaudit.audit.stages.update_attacks.time",
+                        SimpleNamespace(perf_counter=lambda: next(clock)))
+    _run_jobs(ctx, backwards, jobs)
+    assert [s[1] for s in steps] == [0, 1, 2, 3]
+    # the first reply (job 2) after 10 s: 10 s per job, two jobs left
+    assert steps[1][3] == "label_leakage, client 0, round 1; 10.0 s per job, eta 20 s"
+    assert steps[2][3].endswith("eta 10 s") and steps[3][3].endswith("eta 0 s")

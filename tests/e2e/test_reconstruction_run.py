@@ -31,6 +31,7 @@ def test_reconstruction_end_to_end(tmp_path):
     kept = sorted(p.name for p in (run / "updates" / "round-0001").iterdir())
     assert kept == ["client-0000.pt", "client-0001.pt", "client-0002.pt", "client-0003.pt",
                     "clients.npz", "start.pt"]
+    assert not (run / ".update-job-progress").exists()  # the jobs' heartbeats are cleaned up
     labels = res["label_leakage"]
     assert labels["methods"] == ["bias-count", "llg"] and len(labels["cases"]) == 4
     for case in labels["cases"]:

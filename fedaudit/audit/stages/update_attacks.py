@@ -342,8 +342,9 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
                 done[i] = out
                 save_cached(keys[i], out)
             finished += 1
-            per_job = (time.perf_counter() - t0) / (k + 1)  # jobs run side by side: wall
-            eta = f"{per_job:.1f} s per job, eta {per_job * (len(todo) - k - 1):.0f} s"
+            ran = finished - (len(jobs) - len(todo))  # k: a position, in any order
+            per_job = (time.perf_counter() - t0) / ran  # jobs run side by side: wall time
+            eta = f"{per_job:.1f} s per job, eta {per_job * (len(todo) - ran):.0f} s"
             rate = f"; {eta}"
             log.info("update attacks: %d of %d jobs done (%s, client %d, round %d; %s)",
                      finished, len(jobs), job.family, job.client, job.round, eta)
