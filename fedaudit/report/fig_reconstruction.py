@@ -34,16 +34,20 @@ def _pictures(rows: dict[str, np.ndarray], by: str):
             picks.append((m, f"{by} {g}", list(dict.fromkeys(
                 [order[0], order[len(order) // 2], order[-1]]))))
     picks = picks[:9]
-    across = min(3, len(picks))  # groups side by side: the page's width, not a strip
+    one_method = len({m for m, _, _ in picks}) == 1  # then the title names it, not each group
+    wide = max(len(idx) for _, _, idx in picks)  # 1 when every client held one sample
+    across = min(9 // wide, len(picks))  # groups side by side: the page's width, not a strip
     down = -(-len(picks) // across)
     gap = 0.45  # a narrow empty column between groups holds the next group's row labels
-    fig = new_figure(1.4 * (3 * across + gap * (across - 1)), 2.6 * down)
-    axes = fig.subplots(2 * down, 4 * across - 1, squeeze=False,
-                        gridspec_kw={"width_ratios": ([1, 1, 1, gap] * across)[:-1]})
+    fig = new_figure(1.4 * (wide * across + gap * (across - 1)), 2.6 * down + 0.3 * one_method)
+    axes = fig.subplots(2 * down, (wide + 1) * across - 1, squeeze=False,
+                        gridspec_kw={"width_ratios": (([1] * wide + [gap]) * across)[:-1]})
+    if one_method:
+        fig.suptitle(picks[0][0])
     for ax in axes.flat:
         ax.axis("off")
     for p, (m, label, idx) in enumerate(picks):
-        top, left = 2 * (p // across), 4 * (p % across)
+        top, left = 2 * (p // across), (wide + 1) * (p % across)
         for j, i in enumerate(idx):
             for k, img in enumerate((rows["true_image"][i], rows["image"][i])):
                 ax = axes[top + k, left + j]
@@ -56,7 +60,8 @@ def _pictures(rows: dict[str, np.ndarray], by: str):
                 if k:
                     ax.set_xlabel(f"{fmt(rows['psnr'][i], 1)} dB")
             if j == 0:
-                axes[top, left].set_ylabel(f"{m}\n{label}: true")
+                axes[top, left].set_ylabel(f"{label}: true" if one_method
+                                           else f"{m}\n{label}: true")
                 axes[top + 1, left].set_ylabel("rebuilt")
     return fig
 
@@ -106,8 +111,8 @@ def fig_imprint_pictures(run: RunData):
 
 @figure("reconstruction_leakage", SECTION, "Leakage per client and round",
         "Mean SSIM of each client's reconstructions with its true samples, per attacked "
-        "round (first attack listed); blank: not attacked. Darker is more of the client's "
-        "data rebuilt.")
+        "round (first attack listed), written in each cell of a small grid; blank: not "
+        "attacked. Darker is more of the client's data rebuilt.")
 def fig_leakage(run: RunData):
     rows = _rows(run)
     m = sorted(set(rows["method"].tolist()))[0]
@@ -127,6 +132,11 @@ def fig_leakage(run: RunData):
     ax.set_yticks(range(len(clients)), [str(c) for c in clients])
     ax.set_xlabel("round")
     ax.set_ylabel("client")
+    if grid.size <= 400:  # small enough to read: each cell's value written in it
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if v > 0.5 else "black")
     ax.set_title(m)
     fig.colorbar(im, ax=ax, label="mean SSIM")
     return fig

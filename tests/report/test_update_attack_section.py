@@ -78,9 +78,10 @@ def test_the_aggregates_reconstructions_get_pictures_of_their_own(tmp_path):
              **_reconstruction_rows([1, 10, 20], client=-1, n=16))
     fig = fig_aggregate_pictures(RunData(tmp_path, {}, [], {}, None))
     labels = [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()]
-    # the three rounds side by side (the page's width): their true rows, then rebuilt
-    assert labels == [f"inverting-gradients\nround {r}: true" for r in (1, 10, 20)] + \
-        ["rebuilt"] * 3
+    # the three rounds side by side (the page's width): their true rows, then rebuilt; the
+    # one attack is the figure's title
+    assert labels == [f"round {r}: true" for r in (1, 10, 20)] + ["rebuilt"] * 3
+    assert fig._suptitle.get_text() == "inverting-gradients"
 
 
 def test_the_malicious_server_s_read_back_is_drawn(tmp_path):
@@ -104,7 +105,50 @@ def test_the_malicious_server_s_read_back_is_drawn(tmp_path):
              true_image=rows["true_image"], round=rows["round"], **old)
     fig = fig_imprint_pictures(RunData(tmp_path, {}, [], {}, None))
     assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()] == [
-        "imprint\nround 1: true", "rebuilt"]
+        "round 1: true", "rebuilt"]
     xlabels = [ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()]
     order = np.sort(rows["psnr"])[::-1]  # best, median, worst
     assert xlabels == [f"{v:.1f} dB" for v in (order[0], order[2], order[4])]
+
+
+def test_the_leakage_grid_writes_each_cell_s_mean_ssim(tmp_path):
+    """The per-client x round picture: each attacked cell carries its mean SSIM (the
+    trend readable without the colour bar); a cell not attacked stays blank."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedaudit.report.fig_reconstruction import fig_leakage
+    from fedaudit.rundir.reading import RunData
+
+    a, b = _reconstruction_rows([1, 10], client=0, n=4), _reconstruction_rows([1], client=3,
+                                                                              n=2)
+    rows = {k: np.concatenate([a[k], b[k]]) for k in a}
+    np.savez(tmp_path / "reconstructions.npz", **rows)
+    fig = fig_leakage(RunData(tmp_path, {}, [], {}, None))
+    want = [rows["ssim"][(rows["client"] == c) & (rows["round"] == r)].mean()
+            for c, r in ((0, 1), (0, 10), (3, 1))]
+    assert [t.get_text() for t in fig.axes[0].texts] == [f"{v:.2f}" for v in want]
+
+
+def test_clients_of_one_sample_fill_a_row_and_two_attacks_name_each_group(tmp_path):
+    """Each client one sample (batch 1): up to 9 groups of one picture side by side, not
+    3 groups spread over 9 columns; with two attacks each group's label names its attack."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedaudit.report.fig_reconstruction import fig_pictures
+    from fedaudit.rundir.reading import RunData
+
+    parts = [_reconstruction_rows([1], client=c, n=1) for c in range(8)]
+    rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    np.savez(tmp_path / "reconstructions.npz", **rows)
+    fig = fig_pictures(RunData(tmp_path, {}, [], {}, None))
+    grid = fig.axes[0].get_subplotspec().get_gridspec()
+    assert (grid.nrows, grid.ncols) == (2, 8 * 2 - 1)  # 8 pictures, 7 gap columns
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()][:2] == [
+        "client 0: true", "client 1: true"]
+    rows["method"] = np.where(rows["client"] % 2 == 0, "dlg", "inverting-gradients")
+    np.savez(tmp_path / "reconstructions.npz", **rows)
+    fig = fig_pictures(RunData(tmp_path, {}, [], {}, None))
+    assert fig._suptitle is None
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()][0] == "dlg\nclient 0: true"
