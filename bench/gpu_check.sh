@@ -20,7 +20,8 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
 OUT="${1:-gpu-check}"
 PARTS=",${2:-figures,training,reconstruction},"
-for p in ${PARTS//,/ }; do
+IFS=, read -ra WANTED <<< "${2:-figures,training,reconstruction}"
+for p in "${WANTED[@]}"; do
     case "$p" in figures|training|reconstruction) ;;
         *) echo "gpu_check: unknown part '$p'; allowed: figures, training, reconstruction" >&2
            exit 2 ;;
@@ -81,15 +82,22 @@ timeout 600 "$PY" -m fedaudit.cli run cifar10-resnet18 --out "$OUT/runs" --no-re
 echo "gpu_check: cifar10-resnet18 (short) took $(( $(date +%s) - start )) s; results under $OUT/runs"
 fi
 
+FAILED=0
 if [[ "$PARTS" == *,reconstruction,* ]]; then
 for B in 1 4; do
     echo "== reconstruction-gpu at batch $B (ResNet-18, Inverting Gradients' defaults) =="
     start=$(date +%s)
+    rc=0
     timeout 300 "$PY" -m fedaudit.cli run reconstruction-gpu --out "$OUT/runs" --no-report \
         "${DATA[@]}" --set data.client_samples=$B --set train.batch_size=$B \
-        > "$OUT/reconstruction-b$B.out" || true
-    run_dir=$(head -1 "$OUT/reconstruction-b$B.out")
-    [ -n "$run_dir" ] && "$PY" - "$run_dir/results.json" <<'PYEOF' || true
+        > "$OUT/reconstruction-b$B.out" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "gpu_check: reconstruction-gpu (batch $B) failed with exit code $rc"
+        FAILED=1
+        continue
+    fi
+    run_dir=$(tail -1 "$OUT/reconstruction-b$B.out")
+    "$PY" - "$run_dir/results.json" <<'PYEOF' || FAILED=1
 import json, sys
 r = json.load(open(sys.argv[1]))
 for m, p in r["reconstruction"]["pooled"].items():
@@ -99,3 +107,4 @@ PYEOF
     echo "gpu_check: reconstruction-gpu (batch $B) took $(( $(date +%s) - start )) s"
 done
 fi
+exit "$FAILED"

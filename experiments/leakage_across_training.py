@@ -11,7 +11,8 @@ membership attack off and ``reconstruction.rounds`` / ``label_leakage.rounds`` s
 
 * the test accuracy of the model the clients started from: results.json's
   ``rounds[r - 1].test_accuracy`` (round 1: the untrained model, not evaluated: "–");
-* the reconstruction's mean PSNR (finite ones) and SSIM against the matched true images,
+* the first reconstruction method's mean PSNR (finite ones) and SSIM against the matched
+  true images,
   the prior's SSIM (the train split's mean image), the SSIM gain with its normal 95 %
   interval (mean +- 1.96 sd / sqrt(n), as ``fedaudit.image_metrics.pooled``), and the share
   of reconstructions whose label is right;
@@ -78,9 +79,12 @@ def table(run_dir: Path) -> list[dict]:
     results = json.loads((run_dir / "results.json").read_text())
     acc = {int(r["round"]): r.get("test_accuracy") for r in results.get("rounds") or []}
     rows = np.load(run_dir / "reconstructions.npz")
+    method = (results.get("reconstruction") or {}).get("methods", [None])[0]
+    first = rows["method"] == method if method is not None else np.ones(len(rows["round"]),
+                                                                          dtype=bool)
     out = []
-    for r in sorted(set(rows["round"].tolist())):
-        m = rows["round"] == r
+    for r in sorted(set(rows["round"][first].tolist())):
+        m = first & (rows["round"] == r)
         psnr = rows["psnr"][m].astype(float)
         gain = rows["ssim"][m].astype(float) - rows["prior_ssim"][m].astype(float)
         out.append({

@@ -87,7 +87,7 @@ def initial_images(shape: tuple[int, ...], box: tuple[float, float], init: str,
 @register_reconstruction(NAME, label="Inverting Gradients", joint_labels=True, options={
     "tv": option((str, float), "auto", "weight alpha_TV of the total-variation prior, or "
                  "auto: 0.1 for images of 16 x 16 pixels or more, 1e-4 for smaller ones "
-                 "(docs/algorithms.md section 14)", check=_check_tv),
+                 "(docs/algorithms.md section 15)", check=_check_tv),
     "signed": option(bool, True, "Adam steps on the sign of the image gradient (the "
                                  "paper's code)"),
     "weighting": option(str, "equal", "per-parameter weights of the cosine (equal, as in "
@@ -133,8 +133,8 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
             loss = cosine_distance(simulator.simulate(x, y), simulator.target, weights)
             if opts["tv"] > 0:
                 loss = loss + opts["tv"] * total_variation(x)
-            if opts["keep"] == "best":
-                best.offer(float(loss.detach()), x, y)
+            if opts["keep"] == "best" and (it > 0 or opts["init"] == "uniform"):
+                best.offer(float(loss.detach()), x, y)  # a N(0, 1) start is not in the box
             grads = torch.autograd.grad(loss, variables)
             x.grad = grads[0].sign() if opts["signed"] else grads[0]
             if given is None:
@@ -167,7 +167,8 @@ def _objective(simulator: Any, x: torch.Tensor, y: torch.Tensor, weights: Any,
 class _BestIterate:
     """The iterate of lowest objective seen (``keep = best``, breaching's choice): each
     loop evaluates the objective at the current images before stepping, so the images and
-    labels are copied when it improves; non-finite values are never kept."""
+    labels are copied when it improves (from the first projected iterate on: a N(0, 1)
+    start lies outside the box); non-finite values are never kept."""
 
     def __init__(self) -> None:
         self.value = float("inf")

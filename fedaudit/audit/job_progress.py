@@ -6,7 +6,8 @@ iterations, 35 it/s") and, every ``log_every`` seconds, in run.log.  A file is h
 a Ray actor speaks before it replies; a job in the driver's own process writes it too.
 
 The files live in a hidden folder of the run directory that the stage removes when the
-jobs are done (:func:`job_files`).  A heartbeat that cannot write (a full disk, a folder
+jobs are done (:func:`job_files`; a Ctrl-C, which ends the process at once, can leave it
+until the stage runs again).  A heartbeat that cannot write (a full disk, a folder
 another machine cannot see) stays silent: progress never fails a job.
 """
 
@@ -55,9 +56,9 @@ class Heartbeat:
             pass  # progress is a courtesy: never a job's failure
 
 
-def read_heartbeats(folder: Path) -> dict[str, tuple[int, int]]:
-    """Each job file's (iterations done, iterations in all) of its current method; files
-    being replaced or unreadable are skipped."""
+def read_heartbeats(folder: Path) -> dict[str, tuple[str, int, int]]:
+    """Each job file's (current method, iterations done, iterations in all of that method);
+    files being replaced or unreadable are skipped."""
     out = {}
     try:
         paths = sorted(folder.glob("*.json"))
@@ -66,7 +67,7 @@ def read_heartbeats(folder: Path) -> dict[str, tuple[int, int]]:
     for p in paths:
         try:
             d = json.loads(p.read_text())
-            out[p.stem] = (int(d["done"]), int(d["total"]))
+            out[p.stem] = (str(d["method"]), int(d["done"]), int(d["total"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return out
@@ -85,8 +86,8 @@ class JobWatcher:
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.start_time = clock()
-        self.iterations_seen = 0  # over finished jobs too, for the rate
-        self.per_job: dict[str, int] = {}
+        #: the most iterations seen per (job, method), finished ones too: the rate's count
+        self.seen: dict[tuple[str, str], int] = {}
         self.logged = self.start_time
         self.thread = threading.Thread(target=self._loop, name="update-job-progress",
                                        daemon=True)
@@ -99,21 +100,21 @@ class JobWatcher:
         """The progress text of now (None before any running job reported)."""
         beats = read_heartbeats(self.folder)
         with self.lock:
-            for k, (done, _) in beats.items():
-                self.per_job[k] = max(done, self.per_job.get(k, 0))
+            for k, (method, done, _) in beats.items():
+                self.seen[k, method] = max(done, self.seen.get((k, method), 0))
             running = {k: v for k, v in beats.items() if k not in self.done_keys}
         if not running:
             return None
-        done = sum(d for d, _ in running.values())
-        total = sum(t for _, t in running.values())
+        done = sum(d for _, d, _ in running.values())
+        total = sum(t for _, _, t in running.values())
         elapsed = self.clock() - self.start_time
-        rate = sum(self.per_job.values()) / elapsed if elapsed > 0 else 0.0
+        rate = sum(self.seen.values()) / elapsed if elapsed > 0 else 0.0
         return (f"{len(running)} running: {done:,} of {total:,} iterations, "
                 f"{rate:.0f} it/s")
 
     def poll(self) -> None:
         text = self.line()
-        if text is None:
+        if text is None or self.stop_event.is_set():  # stopping: the caller has the last word
             return
         self.show(text)
         now = self.clock()
@@ -140,7 +141,8 @@ class JobWatcher:
 @contextmanager
 def job_files(run_dir: Path) -> Iterator[Path]:
     """The heartbeat folder under ``run_dir``, created empty and removed afterwards (also
-    after an error or a Ctrl-C)."""
+    after an error).  A Ctrl-C of ``fedaudit run`` ends the process at once and can leave
+    it; the stage's next start (``--resume``) empties it first."""
     folder = Path(run_dir) / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)

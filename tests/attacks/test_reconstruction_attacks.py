@@ -206,9 +206,9 @@ def test_on_a_gpu_the_simulation_matches_the_cpu_s_and_the_attack_runs(name):
 
 
 def test_keep_best_returns_the_iterate_of_lowest_objective(one_thread):
-    """keep = best against its reference: the objectives of the start and of the last
-    iterates of runs of 1..K iterations (without step decay a run of k iterations is the
-    first k of a longer one), evaluated afresh; the kept images are the argmin's."""
+    """keep = best against its reference: the objectives of the last iterates of runs of
+    1..K iterations (without step decay a run of k iterations is the first k of a longer
+    one), evaluated afresh; the kept images are the argmin's, and always in the box."""
     from attacks.reconstruction.inverting_gradients import initial_images
     from attacks.reconstruction.matching_losses import cosine_distance, total_variation
     from attacks.reconstruction.simulate import UpdateSimulator
@@ -229,13 +229,26 @@ def test_keep_best_returns_the_iterate_of_lowest_objective(one_thread):
 
     start = initial_images((3, 1, 8, 8), case.box, "randn", restart_generator(3, 0),
                            sim.dtype).numpy()
-    iterates = [start] + [run(k, "last").images for k in range(1, k_max + 1)]
+    iterates = [run(k, "last").images for k in range(1, k_max + 1)]
     values = [objective(x) for x in iterates]
     best = run(k_max, "best")
     want = iterates[int(np.argmin(values))]
-    assert int(np.argmin(values)) not in (0, k_max)  # the case tells best from last and start
+    assert int(np.argmin(values)) != k_max - 1  # the case tells best from last
     np.testing.assert_array_equal(best.images, want.astype(np.float32))
     assert best.info["keep"] == "best" and objective(best.images) <= values[-1]
+    assert start.min() < 0.0  # the N(0, 1) start: outside the box, never offered
+
+    # seed 1, no prior, one step: the start's objective is below the first iterate's, and
+    # still the first (projected) iterate is kept
+    one = lambda keep: fn(case, num_samples=3, labels=labels,  # noqa: E731
+                          budget=Budget(1, 1, lr=0.1), seed=1, tv=0.0, lr_decay=False,
+                          keep=keep)
+    tv = 0.0  # objective() reads tv: now without the prior, as these runs
+    start = initial_images((3, 1, 8, 8), case.box, "randn", restart_generator(1, 0),
+                           sim.dtype).numpy()
+    assert objective(start) < objective(one("last").images)
+    np.testing.assert_array_equal(one("best").images, one("last").images)
+    assert one("best").images.min() >= 0.0 and one("best").images.max() <= 1.0
 
 
 def test_auto_tv_follows_the_image_area():

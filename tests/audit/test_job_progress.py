@@ -38,10 +38,12 @@ def test_the_attacks_report_every_iteration_over_all_restarts(name):
     from attacks.reconstruction import Budget, get_reconstruction
 
     calls = []
+    run = lambda: get_reconstruction(name)(  # noqa: E731
+        _case(), num_samples=3, labels=np.array([3, 1, 4]), budget=Budget(4, 2), seed=0)
     with on_iterations(lambda d, t: calls.append((d, t))):
-        get_reconstruction(name)(_case(), num_samples=3, labels=np.array([3, 1, 4]),
-                                 budget=Budget(4, 2), seed=0)
+        heard = run()
     assert calls == [(d, 8) for d in range(1, 9)]
+    np.testing.assert_array_equal(heard.images, run().images)  # listening changes nothing
 
 
 def test_a_heartbeat_writes_at_most_once_a_second_and_always_the_last(tmp_path):
@@ -70,7 +72,7 @@ def test_the_watcher_sums_the_running_jobs_and_logs_now_and_then(tmp_path, caplo
     (tmp_path / "0.json").write_text(json.dumps({"method": "dlg", "done": 100, "total": 400}))
     (tmp_path / "1.json").write_text(json.dumps({"method": "dlg", "done": 300, "total": 400}))
     (tmp_path / "2.json").write_text("{not json")  # being written: skipped
-    assert read_heartbeats(tmp_path) == {"0": (100, 400), "1": (300, 400)}
+    assert read_heartbeats(tmp_path) == {"0": ("dlg", 100, 400), "1": ("dlg", 300, 400)}
     w = JobWatcher(tmp_path, shown.append, log_every=30.0, clock=clock)
     clock.t = 10.0
     with caplog.at_level(logging.INFO, logger="fedaudit"):
@@ -98,3 +100,22 @@ def test_the_watcher_thread_starts_and_stops_and_the_folder_goes(tmp_path):
                 w.stop_event.wait(0.01)
         assert not w.thread.is_alive()
     assert not folder.exists() and shown[0].startswith("1 running: 1 of 2 iterations")
+
+
+def test_a_job_s_second_method_adds_to_the_rate_and_a_stopping_watcher_is_silent(tmp_path):
+    """The rate counts every (job, method)'s iterations: a job's second method starting
+    from 1 does not hide its first's; once stopping, the watcher shows nothing more."""
+    clock, shown = Clock(), []
+    beat = tmp_path / "0.json"
+    w = JobWatcher(tmp_path, shown.append, clock=clock)
+    beat.write_text(json.dumps({"method": "inverting-gradients", "done": 100, "total": 100}))
+    clock.t = 1.0
+    w.poll()
+    beat.write_text(json.dumps({"method": "dlg", "done": 50, "total": 200}))
+    clock.t = 2.0
+    w.poll()
+    assert shown == ["1 running: 100 of 100 iterations, 100 it/s",
+                     "1 running: 50 of 200 iterations, 75 it/s"]  # (100 + 50) / 2 s
+    w.stop_event.set()
+    w.poll()
+    assert len(shown) == 2

@@ -27,12 +27,16 @@ def test_the_table_reads_the_run(tmp_path):
             {"client": 5, "round": 2, "num_examples": 500,
              "bias-count": {"label_accuracy": 0.0}}]}}
     (tmp_path / "results.json").write_text(json.dumps(results))
+    results["reconstruction"] = {"methods": ["inverting-gradients", "dlg"]}
+    # the last row is the second method's: left out
     np.savez(tmp_path / "reconstructions.npz",
-             round=np.array([1, 1, 2, 2, 2]), client=np.array([0, 1, 0, 0, 1]),
-             psnr=np.array([10.0, np.inf, 20.0, 22.0, 24.0]),
-             ssim=np.array([0.2, 0.4, 0.5, 0.7, 0.9]),
-             prior_ssim=np.array([0.1, 0.1, 0.1, 0.1, 0.1]),
-             label_correct=np.array([True, False, True, True, False]))
+             round=np.array([1, 1, 2, 2, 2, 2]), client=np.array([0, 1, 0, 0, 1, 1]),
+             method=np.array(["inverting-gradients"] * 5 + ["dlg"]),
+             psnr=np.array([10.0, np.inf, 20.0, 22.0, 24.0, 5.0]),
+             ssim=np.array([0.2, 0.4, 0.5, 0.7, 0.9, 0.0]),
+             prior_ssim=np.array([0.1, 0.1, 0.1, 0.1, 0.1, 0.1]),
+             label_correct=np.array([True, False, True, True, False, False]))
+    (tmp_path / "results.json").write_text(json.dumps(results))
     rows = across.table(tmp_path)
     assert [r["round"] for r in rows] == [1, 2]
     first, second = rows

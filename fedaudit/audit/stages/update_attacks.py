@@ -325,7 +325,7 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
     finished, failed = len(jobs) - len(todo), {}
     ctx.progress.step("update attacks", finished, len(jobs),
                       f"{finished} cached" if finished else "running")
-    t0, rate = time.perf_counter(), ""
+    t0, rate, last = time.perf_counter(), "", ""
     with job_files(ctx.run_dir) as folder, JobWatcher(folder, lambda text: ctx.progress.step(
             "update attacks", finished, len(jobs), f"{text}{rate}")) as watcher:
         sent = [replace(jobs[i], progress_file=str(folder / f"{i}.json")) for i in todo]
@@ -348,8 +348,10 @@ def _run_jobs(ctx: AuditContext, runner: UpdateJobRunner, jobs: list[UpdateJob]
             rate = f"; {eta}"
             log.info("update attacks: %d of %d jobs done (%s, client %d, round %d; %s)",
                      finished, len(jobs), job.family, job.client, job.round, eta)
-            ctx.progress.step("update attacks", finished, len(jobs),
-                              f"{job.family}, client {job.client}, round {job.round}; {eta}")
+            last = f"{job.family}, client {job.client}, round {job.round}; {eta}"
+            ctx.progress.step("update attacks", finished, len(jobs), last)
+    if todo:  # the watcher's last line may have come after the last reply's
+        ctx.progress.step("update attacks", finished, len(jobs), last)
     return [r for r in done if r is not None], cached, failed
 
 
