@@ -53,7 +53,8 @@ INITS = ("randn", "uniform")
 KEEPS = ("last", "best")
 #: ``tv = "auto"``: (smallest image area in pixels, weight) -- the natural-image prior for
 #: images of 16 x 16 pixels or more, almost none below (docs/validation.md section 22:
-#: CIFAR-10 32 x 32 and MNIST 28 x 28 gain 6-9 dB from TV 0.1; the 8 x 8 digits lose 29)
+#: CIFAR-10 at 32 x 32 and 16 x 16 and MNIST gain 5-9 dB from TV 0.1; the 8 x 8 digits
+#: lose 29)
 AUTO_TV = ((16 * 16, 0.1), (0, 1e-4))
 
 
