@@ -37,10 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: the normal quantile of a two-sided 95 % interval
-Z95 = 1.959963984540054
-
-
 def run_scenario(args) -> Path:
     """One run with the rounds set and the membership attack off; returns its folder."""
     import fedaudit
@@ -53,10 +49,14 @@ def run_scenario(args) -> Path:
 
 
 def _interval(v: np.ndarray) -> list[float] | None:
+    """The normal 95 % interval of the mean, as ``fedaudit.image_metrics.pooled`` gives
+    the SSIM gain's (None with fewer than two values)."""
+    from fedaudit.intervals import normal_interval
+
     if len(v) < 2:
         return None
-    half = Z95 * float(np.std(v, ddof=1)) / np.sqrt(len(v))
-    return [float(np.mean(v)) - half, float(np.mean(v)) + half]
+    return list(normal_interval(float(np.mean(v)), float(np.var(v, ddof=1)) / len(v),
+                                bounds=(-2.0, 2.0)))
 
 
 def _label_share(results: dict, round_: int, clients: set[int]) -> float | None:

@@ -120,6 +120,12 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
     low, high = case.box
     its = budget.iterations
     trials = []
+
+    def objective(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """What the loop minimises: the matching loss plus the prior."""
+        loss = cosine_distance(simulator.simulate(x, y), simulator.target, weights)
+        return loss + opts["tv"] * total_variation(x) if opts["tv"] > 0 else loss
+
     for restart in range(budget.restarts):
         gen = restart_generator(seed, restart)
         x = initial_images((num_samples, *case.input_shape), case.box, opts["init"], gen,
@@ -131,9 +137,7 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
         schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones, gamma=0.1)
         best = _BestIterate()
         for it in range(its):
-            loss = cosine_distance(simulator.simulate(x, y), simulator.target, weights)
-            if opts["tv"] > 0:
-                loss = loss + opts["tv"] * total_variation(x)
+            loss = objective(x, y)
             if opts["keep"] == "best" and (it > 0 or opts["init"] == "uniform"):
                 best.offer(float(loss.detach()), x, y)  # a N(0, 1) start is not in the box
             grads = torch.autograd.grad(loss, variables)
@@ -145,24 +149,18 @@ def inverting_gradients(case: UpdateCase, *, num_samples: int, labels: np.ndarra
             with torch.no_grad():
                 x.clamp_(low, high)
             iteration_done(restart * its + it + 1, budget.restarts * its)
-        images, y = (x.detach(), y.detach()) if opts["keep"] == "last" else best.final(
-            _objective(simulator, x, y, weights, opts["tv"]), x, y)
+        if opts["keep"] == "last":
+            images, y = x.detach(), y.detach()
+        else:  # the last iterate too: the loop evaluated the objective before each step only
+            with torch.enable_grad():
+                last = float(objective(x.detach(), y.detach()).detach())
+            images, y = best.final(last, x, y)
         trials.append(Trial(images, y,
                             final_loss(simulator, cosine_distance, images, y, weights=weights)))
     return keep_best(trials, its, {
         "labels": "given" if given is not None else "joint",
         "single_gradient": simulator.single, "local_steps": case.training.steps,
         "lr": lr, **opts})
-
-
-def _objective(simulator: Any, x: torch.Tensor, y: torch.Tensor, weights: Any,
-               tv: float) -> float:
-    """The objective (matching loss + prior) at the last iterate, which the loop never
-    evaluated."""
-    with torch.enable_grad():
-        loss = cosine_distance(simulator.simulate(x.detach(), y.detach()), simulator.target,
-                               weights)
-    return float(loss.detach()) + (tv * float(total_variation(x.detach())) if tv > 0 else 0.0)
 
 
 class _BestIterate:
