@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from attacks.label_leakage import LABEL_ATTACKS
-from attacks.reconstruction.registry import RECONSTRUCTIONS, Budget
+from attacks.reconstruction.registry import RECONSTRUCTIONS, Budget, reconstruction_options
 from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, Scored,
                                    Scoring, UpdateAttackFamily, first_pooled,
                                    register_family)
@@ -147,6 +147,7 @@ class ReconstructionFamily(UpdateAttackFamily):
 
         rows: dict[str, list] = {k: [] for k in _ROWS}
         per_case, pooled = [], {m: [] for m in scoring.methods}
+        used: dict[str, dict[str, Any]] = {}  # options as run (tv = auto: its weight)
         for out, truth in zip(outputs, scoring.truths):
             ids, x, y = truth.ids, truth.x, truth.y
             entry: dict[str, Any] = {"client": out.client, "round": out.round,
@@ -157,6 +158,10 @@ class ReconstructionFamily(UpdateAttackFamily):
                 entry[m] = {**met.pooled().as_dict(), "matching_loss": float(rec.loss),
                             "seconds": out.seconds[m]}
                 pooled[m].append(met)
+                if m not in used:  # a registered attack's declared options, from its info
+                    info = getattr(rec, "info", None) or {}
+                    declared = reconstruction_options(m) if m in RECONSTRUCTIONS.names() else {}
+                    used[m] = {k: info[k] for k in declared if k in info}
                 n = len(rec.images)
                 rows["image"].append(np.asarray(rec.images, dtype=np.float32))
                 rows["client"].append(np.full(n, out.client))
@@ -178,6 +183,7 @@ class ReconstructionFamily(UpdateAttackFamily):
             "budget": {"iterations": s["iterations"], "restarts": s["restarts"],
                        "lr": s["lr"] or None, "max_samples": s["max_samples"],
                        "seed": s["seed"], "device": scoring.device},
+            "options": used,
             "prior": "the train split's mean image",
             "ssim_window": ssim_window(scoring.prior.shape),
             "cases": per_case,
@@ -220,7 +226,9 @@ class ReconstructionFamily(UpdateAttackFamily):
             f"Reconstruction: labels from {section.get('labels_from')}; "
             f"{b.get('iterations')} iterations x {b.get('restarts')} restart(s); SSIM window "
             f"{section.get('ssim_window')}; prior: {section.get('prior')}; "
-            f"{_fmt(section.get('seconds'), 1)} s."]
+            f"{_fmt(section.get('seconds'), 1)} s." + "".join(
+                f" {m}: " + ", ".join(f"{k} {v}" for k, v in o.items()) + "."
+                for m, o in (section.get("options") or {}).items() if o)]
         rows = [[m, str(p.get("samples", 0)), _sd(p.get("psnr"), p.get("psnr_sd"), 1),
                  str(p.get("exact", 0)), _sd(p.get("ssim"), p.get("ssim_sd"), 3),
                  _fmt(p.get("prior_ssim"), 3),

@@ -187,3 +187,29 @@ def test_the_console_shows_leakage_across_training():
     assert line.endswith("; SSIM by round 1: 0.150, 10: 0.100, 20: 0.125")
     one = fam.console({"methods": ["ig"], "pooled": pooled, "cases": cases[:2]})
     assert "by round" not in one
+
+
+def test_the_section_says_which_options_the_attack_ran_with():
+    """tv = "auto" is resolved inside the attack: results.json's ``options`` and the
+    report's first line carry the weight it chose (1e-4 on these 4 x 4 images), read from
+    the reconstruction's info (only the attack's declared options)."""
+    from attacks.reconstruction.registry import Reconstruction
+
+    fam = FAMILIES.get("reconstruction")
+    x = np.full((1, 1, 4, 4), 0.5)
+    info = {"tv": 1e-4, "signed": True, "weighting": "equal", "lr_decay": True,
+            "init": "randn", "keep": "last", "lr": 0.1, "restart_losses": [0.0]}
+    outs = [CaseOutput(0, 1, {"inverting-gradients": Reconstruction(
+        x.astype(np.float32), np.array([7]), 0.0, 1, info=info)},
+        {"inverting-gradients": 1.0})]
+    settings = {"labels": "given", "iterations": 1, "restarts": 1, "lr": 0.0,
+                "max_samples": 16, "seed": 0}
+    section = fam.score(outs, Scoring(["inverting-gradients"],
+                                      [CaseTruth(0, 1, np.array([3]), x, np.array([7]))], 10,
+                                      x[0], settings)).section
+    assert section["options"] == {"inverting-gradients": {
+        "tv": 1e-4, "signed": True, "weighting": "equal", "lr_decay": True, "init": "randn",
+        "keep": "last"}}
+    first = fam.report({"methods": ["inverting-gradients"], **section})[0]
+    assert first.endswith(" inverting-gradients: tv 0.0001, signed True, weighting equal, "
+                          "lr_decay True, init randn, keep last.")
