@@ -134,7 +134,9 @@ class Scoring:
     """What scoring needs beside the outputs: the methods the family ran (in the table's
     order), each output's truth (same order as the outputs), the number of classes, the
     data-free prior image (the train split's mean), the family's settings, the torch
-    device the jobs ran on and the family's inputs."""
+    device the jobs ran on, the family's inputs and the class prior of the server's
+    auxiliary data (the holdout split's label frequencies: what it knows of a client's
+    labels without its update; None: uniform)."""
 
     methods: Sequence[str]
     truths: Sequence[CaseTruth]
@@ -143,6 +145,7 @@ class Scoring:
     settings: Mapping[str, Any]
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
+    class_prior: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,10 @@ class Scored:
 @dataclass(frozen=True)
 class Headline:
     """A family's threat-matrix cell: the ``figure`` (None when there is no single number),
-    a short ``text``, and where it has them its 95 % ``interval``, its ``verdict`` and the
-    ``chance`` level the verdict is against."""
+    a short ``text``, and where it has them its 95 % ``interval``, its ``verdict`` (one of
+    :data:`fedaudit.verdicts.OUTCOMES`), the ``chance`` level the verdict is against and
+    the verdict's ``detail`` (:meth:`fedaudit.verdicts.Verdict.as_dict`: delta, unit, the
+    deciding estimate, the most exposed client)."""
 
     figure: float | None
     text: str
@@ -166,6 +171,7 @@ class Headline:
     verdict: str | None = None
     #: the figure a guess without information reaches (the verdict is against it)
     chance: float | None = None
+    detail: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,9 @@ class UpdateAttackFamily:
     views: ClassVar[tuple[str, ...]] = ("updates",)
     #: the ``compare`` / ``sweep`` columns :meth:`columns` may give, in table order
     column_names: ClassVar[tuple[str, ...]] = ()
+    #: the column :meth:`cell`'s verdict judges (``compare`` shows it there; None: the
+    #: first of :attr:`column_names`)
+    verdict_column: ClassVar[str | None] = None
     #: the run-directory file its per-sample arrays go to (None: none)
     file: ClassVar[str | None] = None
     #: families run and read in increasing order
@@ -270,6 +279,11 @@ class UpdateAttackFamily:
 
     def cell(self, section: Mapping[str, Any]) -> Headline | None:
         """The threat-matrix cell of the positions that ran it (None: not measured)."""
+        return None
+
+    def why_not(self, section: Mapping[str, Any]) -> str | None:
+        """Why a section that ran has no cell (:meth:`cell` is None), in one line, when the
+        family knows (None: the matrix says no update was attacked)."""
         return None
 
     def report(self, section: Mapping[str, Any]) -> list[Block]:

@@ -22,11 +22,12 @@ from the scores); this module holds what needs only counts and numbers.
   k)] with B the beta quantile (0 when k = 0, 1 when k = m), a = 0.05.  It holds the members'
   sampling only: the threshold is chosen on the same non-members, whose resolution
   ``1 / n_nonmembers`` is reported beside it.
-* Verdicts: "above chance", "below chance" or "not distinguishable from chance".  The
-  AUC's from its interval against 0.5.  A TPR at FPR <= b's from an exact test of chance
-  (:func:`threshold_verdict`: members and non-members exchangeable), not from its interval:
-  the threshold is chosen on the same non-members, which the interval on the members does
-  not hold.
+* A TPR at FPR <= b against chance: an exact test (:func:`threshold_verdict`: members
+  and non-members exchangeable; "above chance", "below chance" or "not distinguishable
+  from chance"), not its interval: the threshold is chosen on the same non-members, which
+  the interval on the members does not hold.  The verdicts a user reads (leaks, no leak
+  beyond delta, inconclusive) are :mod:`fedaudit.verdicts`'; the AUC's test, at its unit of
+  independence and exact for small samples, is :func:`fedaudit.verdicts.auc_estimate`.
 
 Pure functions over arrays and counts, validated like :mod:`fedaudit.metrics`; scipy's
 ``special`` module is imported on first use (the simulated clients import this module's
@@ -39,8 +40,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["ABOVE", "BELOW", "LEVEL", "UNDISTINGUISHED", "chance_verdict", "check_level",
-           "clopper_pearson", "normal_interval", "threshold_verdict"]
+__all__ = ["ABOVE", "BELOW", "LEVEL", "UNDISTINGUISHED", "check_level", "clopper_pearson",
+           "normal_interval", "threshold_verdict"]
 
 #: the confidence level of every interval fedaudit reports
 LEVEL = 0.95
@@ -107,12 +108,3 @@ def threshold_verdict(k: int, j: int, m: int, n: int, level: float = LEVEL) -> s
     if k + j + 1 <= m + n and hypergeom.cdf(k, m + n, m, k + j + 1) < a:
         return BELOW
     return UNDISTINGUISHED
-
-
-def chance_verdict(interval: tuple[float, float], chance: float) -> str:
-    """:data:`ABOVE` when the whole interval lies above ``chance``, :data:`BELOW` when it
-    lies below, else :data:`UNDISTINGUISHED`."""
-    lo, hi = interval
-    if not lo <= hi:
-        raise ValueError(f"interval = {interval!r}: needs lo <= hi")
-    return ABOVE if lo > chance else BELOW if hi < chance else UNDISTINGUISHED

@@ -47,60 +47,25 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedaudit.intervals import (LEVEL, chance_verdict, check_level, clopper_pearson,
-                                normal_interval, threshold_verdict)
+from fedaudit.intervals import (ABOVE, LEVEL, check_level, clopper_pearson, normal_interval,
+                                threshold_verdict)
+from fedaudit.verdicts import (INCONCLUSIVE, LEAKS, Estimate, Rule, Verdict, auc_estimate,
+                               decide)
+from fedaudit.verdicts.ranks import check_scores as _validate
+from fedaudit.verdicts.ranks import delong_placements
+from fedaudit.verdicts.ranks import placements as _placements
 
 __all__ = [
+    "MEMBERSHIP_RULE",
     "MembershipMetrics",
     "auc_interval",
+    "estimate_of_entry",
     "delong_placements",
     "membership_metrics",
     "roc_points",
     "tpr_at_fpr",
     "fpr_at_tpr",
 ]
-
-
-def _validate(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """Check and convert ``(scores, members)``; return float64 scores and int8 labels."""
-    s = np.asarray(scores)
-    m = np.asarray(members)
-    if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got an array of shape {s.shape}")
-    if m.ndim != 1:
-        raise ValueError(f"members must be 1-D, got an array of shape {m.shape}")
-    if s.shape[0] != m.shape[0]:
-        raise ValueError(
-            f"scores and members must have the same length, got {s.shape[0]} and {m.shape[0]}"
-        )
-    if s.dtype.kind not in "biuf":
-        raise ValueError(f"scores must be real numbers, got dtype {s.dtype}")
-    s = s.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(s)):
-        bad = np.flatnonzero(~np.isfinite(s))
-        raise ValueError(
-            f"scores must be finite; {bad.size} value(s) are NaN or infinite "
-            f"(first at index {int(bad[0])}: {s[bad[0]]})"
-        )
-    if m.dtype.kind not in "biuf":
-        raise ValueError(f"members must hold 0/1 (or booleans), got dtype {m.dtype}")
-    if m.dtype.kind == "f" and not np.all(np.isfinite(m)):
-        raise ValueError("members must hold only 0 and 1, found NaN or infinite values")
-    values = np.unique(m)
-    if not np.all(np.isin(values, (0, 1))):
-        others = values[~np.isin(values, (0, 1))]
-        raise ValueError(
-            f"members must hold only 0 and 1 (or booleans), found {others[:5].tolist()}"
-        )
-    m = m.astype(np.int8)
-    n_members = int(m.sum())
-    if n_members == 0 or n_members == m.shape[0]:
-        present = "members (1)" if n_members else "non-members (0)"
-        raise ValueError(
-            f"members must contain both classes (1 = member, 0 = non-member); "
-            f"got only {present}, {m.shape[0]} sample(s)"
-        )
-    return s, m
 
 
 def _check_rate(value: float, name: str) -> float:
@@ -232,32 +197,6 @@ def _summary(fps: np.ndarray, tps: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _midranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of ``x``, ties given the mean of the ranks they span."""
-    order = np.argsort(x, kind="mergesort")
-    s = x[order]
-    first = np.r_[True, s[1:] != s[:-1]]  # where each run of equal values starts
-    starts = np.flatnonzero(first)
-    ends = np.r_[starts[1:], len(s)] - 1
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = ((starts + ends) / 2 + 1)[np.cumsum(first) - 1]
-    return ranks
-
-
-def delong_placements(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """DeLong's placements ``(V10 over the members, V01 over the non-members)``
-    (:mod:`fedaudit.intervals` gives the formula); their means are the AUC."""
-    return _placements(*_validate(scores, members))
-
-
-def _placements(s: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x, y = s[m == 1], s[m == 0]
-    pooled = _midranks(np.concatenate([x, y]))
-    v10 = (pooled[:len(x)] - _midranks(x)) / len(y)
-    v01 = 1.0 - (pooled[len(x):] - _midranks(y)) / len(x)
-    return v10, v01
-
-
 def auc_interval(scores: ArrayLike, members: ArrayLike, auc: float | None = None,
                  level: float = LEVEL) -> tuple[float, float]:
     """DeLong's ``level`` interval of the AUC of ``scores`` against ``members``
@@ -290,14 +229,21 @@ def _tpr_points(fps: np.ndarray, tps: np.ndarray) -> dict[str, tuple[int, int]]:
     return {name: (int(tps[i]), int(fps[i])) for name, i in at.items()}
 
 
+#: what a membership AUC is judged against (:mod:`fedaudit.verdicts`): chance is 0.5, an AUC
+#: within 0.05 of it is no leak, and one significantly below it is a leak with the score
+#: flipped
+MEMBERSHIP_RULE = Rule(delta=0.05, two_sided=True, figure="AUC")
+
+
 @dataclass(frozen=True)
 class MembershipMetrics:
     """The metrics ``results.json`` keeps of one attack on one set of samples: those of
     :func:`membership_metrics` without the counts (``min_fpr_resolution`` is
-    ``1 / n_nonmembers``), and, when made from the scores (:meth:`of`), their 95 %
-    intervals (:mod:`fedaudit.intervals`: DeLong's for the AUC, Clopper-Pearson's on the
-    members for each TPR) and the number of members.  :meth:`as_dict` is the results.json
-    entry."""
+    ``1 / n_nonmembers``), and, when made from the scores (:meth:`of`), the AUC's test
+    against chance (:func:`fedaudit.verdicts.auc_estimate`: DeLong, or the exact
+    Mann-Whitney test and Newcombe's interval below 50 samples of a class, or clustered by
+    client), the TPRs' 95 % intervals (Clopper-Pearson's on the members) and the number of
+    members.  :meth:`as_dict` is the results.json entry."""
 
     auc: float
     tpr_at_1pct_fpr: float
@@ -310,38 +256,71 @@ class MembershipMetrics:
     n_members: int | None = None
     #: each TPR's verdict against chance (:func:`fedaudit.intervals.threshold_verdict`)
     tpr_verdicts: tuple[str, ...] | None = None
+    #: the AUC tested against chance at its unit of independence
+    auc_test: Estimate | None = None
 
     @classmethod
-    def of(cls, scores: ArrayLike, members: ArrayLike) -> "MembershipMetrics":
+    def of(cls, scores: ArrayLike, members: ArrayLike, clusters: ArrayLike | None = None,
+           unit: str = "client") -> "MembershipMetrics":
         """:func:`membership_metrics` of ``scores`` against ``members`` (same checks), with
-        the intervals."""
+        the intervals and the AUC's test; ``clusters``: each score's unit of independence
+        (named ``unit``) when the scores are not independent samples (several clients'
+        models scoring the same non-members)."""
         s, member = _validate(scores, members)
         fps, tps = _roc_counts(s, member)  # once, for the metrics and the TPRs' points
         m = _summary(fps, tps)
         n, n_neg = m["n_members"], m["n_nonmembers"]
         points = _tpr_points(fps, tps)
+        test = auc_estimate(s, member, clusters, auc=m["auc"], unit=unit)
         return cls(**{f.name: m[f.name] for f in fields(cls)[:5]},
-                   auc_ci=_auc_interval(s, member, m["auc"], LEVEL), n_members=n,
+                   auc_ci=test.interval, n_members=n,
                    tpr_verdicts=tuple(threshold_verdict(k, j, n, n_neg)
                                       for k, j in points.values()),
+                   auc_test=test,
                    **{f"{name}_ci": clopper_pearson(k, n) for name, (k, _) in points.items()})
 
+    def auc_verdict(self) -> Verdict | None:
+        """The AUC's own verdict (:func:`fedaudit.verdicts.decide` on this estimate alone,
+        :data:`MEMBERSHIP_RULE`; a cell that picks the best of several attacks or looks at
+        every client corrects for it); None without a test."""
+        return None if self.auc_test is None else decide(MEMBERSHIP_RULE, self.auc_test)
+
     def verdicts(self) -> dict[str, str] | None:
-        """Each metric against chance: the AUC's interval against 0.5
-        (:func:`fedaudit.intervals.chance_verdict`), each TPR by the exact test of
-        :func:`fedaudit.intervals.threshold_verdict`; None without them."""
-        if self.auc_ci is None or self.tpr_verdicts is None:
+        """Each metric's verdict: the AUC's (:meth:`auc_verdict`), each TPR's by the exact
+        test of :func:`fedaudit.intervals.threshold_verdict` (above chance: leaks; anything
+        else inconclusive: a TPR at a low FPR has no equivalence margin); None without
+        them."""
+        if self.auc_test is None or self.tpr_verdicts is None:
             return None
-        return {"auc": chance_verdict(self.auc_ci, 0.5),
-                **dict(zip(TPR_BOUNDS, self.tpr_verdicts))}
+        return {"auc": self.auc_verdict().outcome,
+                **{k: LEAKS if v == ABOVE else INCONCLUSIVE
+                   for k, v in zip(TPR_BOUNDS, self.tpr_verdicts)}}
 
     def as_dict(self) -> dict[str, Any]:
         """The results.json entry: ``{"auc": ..., "tpr_at_1pct_fpr": ..., ...}``, then, when
         there are intervals, ``auc_ci`` / ``tpr_at_1pct_fpr_ci`` / ``tpr_at_0p1pct_fpr_ci``
-        as ``[low, high]``, ``ci_level``, ``n_members`` and ``verdict`` (per metric)."""
+        as ``[low, high]``, ``ci_level``, ``n_members``, ``verdict`` (per metric) and
+        ``auc_test`` (the AUC's test: p-values, method, unit and units)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)[:5]}
         if self.auc_ci is not None:
             out.update({k: list(getattr(self, k)) for k in
                         ("auc_ci", "tpr_at_1pct_fpr_ci", "tpr_at_0p1pct_fpr_ci")})
             out.update(ci_level=LEVEL, n_members=self.n_members, verdict=self.verdicts())
+        if self.auc_test is not None:
+            t = self.auc_test
+            out["auc_test"] = {"p_above": t.p_above, "p_below": t.p_below,
+                               "method": t.method, "unit": t.unit, "units": t.units}
         return out
+
+
+def estimate_of_entry(entry: Any, scope: str = "pooled", attack: str = "") -> Estimate | None:
+    """The AUC's :class:`~fedaudit.verdicts.Estimate` of a results.json membership entry
+    (:meth:`MembershipMetrics.as_dict`), named ``scope`` and ``attack``; None when the entry
+    has no test (an older run, or a single class)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("auc_test"), dict):
+        return None
+    t, ci = entry["auc_test"], entry.get("auc_ci")
+    return Estimate(float(entry["auc"]), tuple(ci) if isinstance(ci, list) else None, 0.5,
+                    t.get("p_above"), t.get("p_below"), str(t.get("method", "")),
+                    str(t.get("unit", "sample")), int(t.get("units", 0)), scope=scope,
+                    attack=attack)

@@ -10,10 +10,14 @@ recipe and the reply's ``num_examples``) on ``batches`` auxiliary batches with t
 (one property sample, the rest drawn from all the auxiliary data) and ``batches`` without
 (non-property samples only), and each attack scores the real update from them.  Ground
 truth: the update holds the property when at least one of the client's samples of the round
-has it (Melis et al.'s batch property).  The AUC over the updates, with DeLong's interval
-and the verdict against chance (:class:`fedaudit.metrics.MembershipMetrics`, "members" being
-the updates with the property), per attack, pooled and per round; a client's property does
-not change between rounds (it trains on its whole partition), so there is no AUC per client.
+has it (Melis et al.'s batch property).  The AUC over the updates (:class:`fedaudit.metrics.MembershipMetrics`,
+"members" being the updates with the property), per attack, pooled and per round.  A
+client's property does not change between rounds (it trains on its whole partition): its
+updates are one unit, so the pooled AUC is tested clustered by client (a cluster
+permutation test of the clients' property, Obuchowski's clustered interval:
+:func:`fedaudit.verdicts.auc_estimate`), there is no AUC per client, and the verdict
+(:data:`RULE`) is the first attack's.  When every update (or none) holds the property there
+is no AUC, and the section says why (``why``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,13 @@ from attacks.update_family import (FAMILIES, CaseOutput, Headline, ReportTable, 
                                    register_family)
 from fedaudit.options import option
 from fedaudit.registry import registered
+from fedaudit.verdicts import Rule, decide, legacy_outcome
 
-__all__ = ["PropertyInference", "auxiliary_updates"]
+__all__ = ["PropertyInference", "RULE", "auxiliary_updates"]
+
+#: an AUC over the updates, judged like a membership AUC: within 0.05 of 0.5 is no leak, and
+#: significantly below it is a leak with the score flipped
+RULE = Rule(delta=0.05, two_sided=True, figure="AUC")
 
 
 def _flat(tensors) -> np.ndarray:
@@ -70,7 +79,9 @@ def auxiliary_updates(case: Any, x: np.ndarray, y: np.ndarray, has: np.ndarray, 
 def _auc_text(p: Mapping[str, Any]) -> str:
     ci = p.get("auc_ci")
     text = f"AUC {p['auc']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-    verdict = (p.get("verdict") or {}).get("auc")
+    detail = p.get("verdict_detail")
+    verdict = detail.get("summary") if isinstance(detail, dict) else \
+        (p.get("verdict") or {}).get("auc")
     return text + (f", {verdict}" if verdict else "")
 
 
@@ -120,8 +131,7 @@ class PropertyInference(UpdateAttackFamily):
 
     def inputs(self, scenario, data):
         s = self.settings(scenario)
-        pool = data.holdout if len(data.holdout) else data.test
-        ids = np.random.default_rng(s["seed"]).permutation(pool)[:s["aux_samples"]]
+        ids = np.random.default_rng(s["seed"]).permutation(data.auxiliary)[:s["aux_samples"]]
         x = np.asarray(data.x[ids], dtype=np.float32)
         return {"aux_x": x, "aux_y": np.asarray(data.y[ids], dtype=np.int64),
                 "aux_property": self._has(s, x)}
@@ -146,12 +156,21 @@ class PropertyInference(UpdateAttackFamily):
                      for m, v in o.outputs.items()}}
                  for o, h in zip(outputs, has)]
 
+        clients = np.array([o.client for o in outputs])
+
         def auc(sel: np.ndarray, m: str) -> dict[str, Any]:
             if present[sel].all() or not present[sel].any():
-                return {"auc": None, "updates": int(sel.sum())}
+                word = "every" if present[sel].all() else "no"
+                return {"auc": None, "updates": int(sel.sum()),
+                        "why": f"{word} attacked update holds the property ({s['property']}, "
+                               f"{dict(s['property_options'])}): no AUC; the property's "
+                               "options may not fit this data"}
             scores = np.array([o.outputs[m] for o in outputs])[sel]
-            return {**MembershipMetrics.of(scores, present[sel]).as_dict(),
-                    "updates": int(sel.sum())}
+            metrics = MembershipMetrics.of(scores, present[sel], clusters=clients[sel])
+            verdict = decide(RULE, metrics.auc_test)
+            return {**metrics.as_dict(), "updates": int(sel.sum()),
+                    "clients": int(len(np.unique(clients[sel]))),
+                    "cell_verdict": verdict.outcome, "verdict_detail": verdict.as_dict()}
 
         rounds = sorted({o.round for o in outputs})
         everything = np.ones(len(outputs), dtype=bool)
@@ -173,7 +192,8 @@ class PropertyInference(UpdateAttackFamily):
     def console(self, section):
         first = _first(section)
         if first is None:
-            return None
+            why = self.why_not(section)
+            return f"property inference ({section.get('property')}): {why}" if why else None
         m, p = first
         return (f"property inference ({section['property']}) from {section['updates']} "
                 f"updates, {section['updates_with_property']} with the property: {m} "
@@ -185,15 +205,22 @@ class PropertyInference(UpdateAttackFamily):
         first = _first(section)
         return {"property_auc": first[1]["auc"] if first else None}
 
+    def why_not(self, section):
+        _, p = first_pooled(section)
+        return p.get("why")
+
     def cell(self, section):
         first = _first(section)
         if first is None:
             return None
         m, p = first
         ci = p.get("auc_ci")
+        detail = p.get("verdict_detail")
+        verdict = (p.get("cell_verdict") if isinstance(detail, dict)
+                   else legacy_outcome((p.get("verdict") or {}).get("auc")))
         return Headline(float(p["auc"]), f"{_auc_text(p)} ({m}, {section['property']})",
-                        interval=list(ci) if ci else None,
-                        verdict=(p.get("verdict") or {}).get("auc"))
+                        interval=list(ci) if ci else None, verdict=verdict, chance=0.5,
+                        detail=detail if isinstance(detail, dict) else None)
 
     def report(self, section):
         rate = section.get("sample_rate")

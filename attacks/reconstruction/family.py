@@ -77,6 +77,20 @@ def _trend(section: Mapping[str, Any]) -> str:
                                           for r, v in sorted(by_round.items()))
 
 
+def _gain(p: Mapping[str, Any]) -> str:
+    """The SSIM gain over the prior with its interval (``+0.13 [+0.06, +0.21]``)."""
+    g, ci = p.get("ssim_gain"), p.get("ssim_gain_ci")
+    if g is None:
+        return "–"
+    return f"{g:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if isinstance(ci, list) else "")
+
+
+def _verdict(p: Mapping[str, Any]) -> str:
+    """The SSIM gain's verdict: its summary (what decided it), else its word."""
+    d = p.get("verdict_detail")
+    return str((d.get("summary") if isinstance(d, dict) else None) or p.get("verdict") or "–")
+
+
 def _first(section: Mapping[str, Any]) -> tuple[str, dict] | None:
     m, p = first_pooled(section)
     return (m, p) if p.get("samples") else None
@@ -90,6 +104,7 @@ class ReconstructionFamily(UpdateAttackFamily):
     default_methods = ("inverting-gradients",)
     file = "reconstructions.npz"
     column_names = ("rec_psnr", "rec_ssim", "rec_ssim_gain", "rec_identifiability")
+    verdict_column = "rec_ssim_gain"
     order = 200
     views = ("updates", "aggregate")
     options = {
@@ -147,6 +162,7 @@ class ReconstructionFamily(UpdateAttackFamily):
 
         rows: dict[str, list] = {k: [] for k in _ROWS}
         per_case, pooled = [], {m: [] for m in scoring.methods}
+        units: dict[str, tuple[list, list]] = {m: ([], []) for m in scoring.methods}
         used: dict[str, dict[str, Any]] = {}  # options as run (tv = auto: its weight)
         for out, truth in zip(outputs, scoring.truths):
             ids, x, y = truth.ids, truth.x, truth.y
@@ -158,6 +174,8 @@ class ReconstructionFamily(UpdateAttackFamily):
                 entry[m] = {**met.pooled().as_dict(), "matching_loss": float(rec.loss),
                             "seconds": out.seconds[m]}
                 pooled[m].append(met)
+                units[m][0].append(out.client)
+                units[m][1].append(ids[met.matched])
                 if m not in used:  # a registered attack's declared options, from its info
                     info = getattr(rec, "info", None) or {}
                     declared = reconstruction_options(m) if m in RECONSTRUCTIONS.names() else {}
@@ -187,7 +205,7 @@ class ReconstructionFamily(UpdateAttackFamily):
             "prior": "the train split's mean image",
             "ssim_window": ssim_window(scoring.prior.shape),
             "cases": per_case,
-            "pooled": {m: pool_metrics(v).as_dict() for m, v in pooled.items()}}
+            "pooled": {m: pool_metrics(v, *units[m]).as_dict() for m, v in pooled.items()}}
         arrays = {k: np.concatenate(v) for k, v in rows.items()} if rows["image"] else None
         return Scored(section, arrays)
 
@@ -218,7 +236,9 @@ class ReconstructionFamily(UpdateAttackFamily):
             (f", SSIM {p['ssim_gain']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] over the prior"
              if isinstance(ci, list) else "")
         # the verdict is the SSIM gain's over the data-free prior (the figure stays the PSNR)
-        return Headline(None if psnr is None else float(psnr), text, verdict=p.get("verdict"))
+        detail = p.get("verdict_detail")
+        return Headline(None if psnr is None else float(psnr), text, verdict=p.get("verdict"),
+                        detail=detail if isinstance(detail, dict) else None)
 
     def report(self, section):
         b = section.get("budget") or {}
@@ -231,14 +251,16 @@ class ReconstructionFamily(UpdateAttackFamily):
                 for m, o in (section.get("options") or {}).items() if o)]
         rows = [[m, str(p.get("samples", 0)), _sd(p.get("psnr"), p.get("psnr_sd"), 1),
                  str(p.get("exact", 0)), _sd(p.get("ssim"), p.get("ssim_sd"), 3),
-                 _fmt(p.get("prior_ssim"), 3),
+                 _fmt(p.get("prior_ssim"), 3), _gain(p),
                  "– (1 sample per client)" if p.get("samples") and p.get("identifiability")
                  is None else _pct(p.get("identifiability")),
-                 _pct(p.get("label_accuracy"))]
+                 _pct(p.get("label_accuracy")), _verdict(p)]
                 for m, p in (section.get("pooled") or {}).items()]
         out.append(ReportTable(["attack", "samples", "PSNR (dB, inexact; mean ± sd)",
-                                "exact", "SSIM (mean ± sd)", "prior's SSIM", "identifiable",
-                                "labels right"], rows))
+                                "exact", "SSIM (mean ± sd)", "prior's SSIM",
+                                "SSIM gain [95% CI, clustered by client]", "identifiable",
+                                "labels right", "verdict (SSIM gain)"], rows,
+                               text_cols=(0, 9)))
         return out
 
 

@@ -48,15 +48,19 @@ def run_audit(scenario: Scenario, data: FederatedData, trajectory: Trajectory,
               extra: list[Trajectory], run_dir: Path, results: dict[str, Any],
               device: torch.device, progress: Progress | None = None, *,
               reference_trainer: ReferenceTrainer | None = None,
-              update_runner: UpdateJobRunner | None = None) -> dict[str, float]:
+              update_runner: UpdateJobRunner | None = None,
+              counterfactual: Path | None = None) -> dict[str, float]:
     """Every enabled stage on a finished training run, filling ``results``; the seconds
     spent (results.json ``timing``: ``audit_seconds``, ``attack_seconds``).
     ``reference_trainer`` trains LiRA's / RMIA's reference federations (the run's:
     :func:`fedaudit.simulation.reference_federations.reference_trainer`);
     ``update_runner`` runs the attacks on updates (the run's:
     :func:`fedaudit.simulation.update_attack_jobs.update_job_runner`; default: this
-    process)."""
+    process); ``counterfactual``: the run directory of the same federation with an honest
+    server (``fedaudit matrix``'s main run), which a malicious server's stage compares with
+    (:attr:`AuditContext.counterfactual`)."""
     ctx = AuditContext(scenario, data, device, Path(run_dir), results, trajectory,
                        tuple(extra), progress or NoProgress(),
-                       reference_trainer=reference_trainer, update_runner=update_runner)
+                       reference_trainer=reference_trainer, update_runner=update_runner,
+                       counterfactual=counterfactual)
     return run_stages(ctx)

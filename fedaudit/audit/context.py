@@ -78,6 +78,9 @@ class AuditContext:
     notes: dict[str, list[str]] = field(default_factory=dict)
     #: every score row, in the order scores.npz stores them
     scores: list[ScoreRows] = field(default_factory=list)
+    #: the run directory of the same federation under an honest server (the matrix's main
+    #: run), for a malicious server's paired comparison with the same round (None: none)
+    counterfactual: Path | None = None
 
     @cached_property
     def split(self) -> AttackSplit:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fedaudit.compare.cells import (AUDIT_COLUMNS, CI_SUFFIX, METRIC_KEYS, POSITION_COLUMNS,
-                                    UPPER_BOUND_COLUMN, attack_cells, defense_of,
+                                    UPPER_BOUND_COLUMN, VERDICT_SUFFIX, attack_cells,
+                                    defense_of,
                                     epsilon_lower_bound_of, epsilon_of, mean_finite_rqn,
                                     position_cells, update_attack_cells,
                                     update_attack_columns)
@@ -131,10 +132,12 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     keys = list(dict.fromkeys(k for r in rows for k in r))
     metric_sfx = tuple(METRIC_KEYS)
     methods = ordered_methods(k[:-len(s)] for k in keys for s in metric_sfx if k.endswith(s))
-    metric = [c for m in methods for s in metric_sfx for c in (f"{m}{s}", f"{m}{s}{CI_SUFFIX}")
-              if c in keys or not c.endswith(CI_SUFFIX)]
-    tail = [k for k in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN,
-                        *update_attack_columns()) if k in keys]
+    metric = [c for m in methods for s in metric_sfx
+              for c in (f"{m}{s}", f"{m}{s}{CI_SUFFIX}", f"{m}{s}{VERDICT_SUFFIX}")
+              if c in keys or not c.endswith((CI_SUFFIX, VERDICT_SUFFIX))]
+    tail = [k for c in ("rqn_mean", "rqn", *POSITION_COLUMNS.values(), UPPER_BOUND_COLUMN,
+                        *update_attack_columns()) for k in (c, c + VERDICT_SUFFIX)
+            if k in keys]
     head = [k for k in keys if k not in BASE_COLUMNS and k not in metric and k not in tail
             and k not in ("error", *AUDIT_COLUMNS)]
     base = [k for k in BASE_COLUMNS if k in keys]
@@ -208,11 +211,17 @@ def _cell(col: str, v: Any) -> str:
 
 def _shown(col: str, row: dict[str, Any]) -> str:
     """What a table shows of ``row``'s ``col``: :func:`_cell`, and an attack's AUC or TPR
-    with its 95 % interval where the run has one (``0.619 [0.603, 0.634]``)."""
+    with its 95 % interval where the run has one (``0.619 [0.603, 0.634]``), and the
+    verdict in a word where the run has one (``0.619 [0.603, 0.634] leaks``)."""
+    from fedaudit.report.format import SHORT_VERDICTS
+
     ci = row.get(f"{col}{CI_SUFFIX}")
-    if ci is not None and row.get(col) is not None:
-        return fmt_ci(row[col], ci)
-    return _cell(col, row.get(col))
+    shown = (fmt_ci(row[col], ci) if ci is not None and row.get(col) is not None
+             else _cell(col, row.get(col)))
+    verdict = row.get(f"{col}{VERDICT_SUFFIX}")
+    if verdict and row.get(col) is not None:
+        shown += f" {SHORT_VERDICTS.get(verdict, verdict)}"
+    return shown
 
 
 def _numeric(col: str) -> bool:
@@ -241,7 +250,7 @@ def _fields(rows: list[dict[str, Any]]) -> tuple[list[str], str]:
     (the defense names the quantized release) nor ``status`` when every row is ok."""
     ok = all(r.get("status") == "ok" for r in rows)
     cols = [c for c in (columns(rows) if rows else BASE_COLUMNS) if c != "release"
-            and not c.endswith(CI_SUFFIX)  # shown in their metric's cell (_shown)
+            and not c.endswith((CI_SUFFIX, VERDICT_SUFFIX))  # in their metric's cell (_shown)
             and not (ok and c == "status") and any(r.get(c) is not None for r in rows)]
     same = [c for c in cols if len(rows) > 1 and not _numeric(c)
             and len({_cell(c, r.get(c)) for r in rows}) == 1]

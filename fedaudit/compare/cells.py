@@ -1,6 +1,7 @@
 """The cells of a compare row read from one run's results.json: its defense and epsilon,
 the DP audit's lower bounds, each attack's AUC and TPR, the attack positions' best AUCs,
-and each family of attacks on updates' own columns (``rec_*``, ``label_accuracy`` ...)."""
+and each family of attacks on updates' own columns (``rec_*``, ``label_accuracy`` ...),
+each verdict beside its figure (``<column>_verdict``: :mod:`fedaudit.verdicts`)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def mean_finite_rqn(entries: Iterable[dict]) -> float | None:
 METRIC_KEYS = {"_auc": "auc", "_tpr_1pct_fpr": "tpr_at_1pct_fpr"}
 #: the suffix of a metric column's 95 % interval column (``loss_auc_ci``: ``[low, high]``)
 CI_SUFFIX = "_ci"
+#: the suffix of a column's verdict (``loss_auc_verdict``: leaks, no leak beyond delta ...)
+VERDICT_SUFFIX = "_verdict"
 
 
 def _interval(v: Any) -> list[float] | None:
@@ -73,6 +76,9 @@ def attack_cells(attacks: dict[str, Any] | None) -> dict[str, Any]:
             ci = _interval(v.get(f"{key}_ci"))
             if ci is not None:
                 out[f"{m}{sfx}{CI_SUFFIX}"] = ci
+        verdict = v.get("verdict")
+        if isinstance(verdict, dict) and isinstance(verdict.get("auc"), str):
+            out[f"{m}_auc{VERDICT_SUFFIX}"] = verdict["auc"]
     return out
 
 
@@ -82,10 +88,16 @@ POSITION_COLUMNS = {"insider": "insider_best", "curious server": "server_best"}
 UPPER_BOUND_COLUMN = "insider_upper_bound"
 
 
-def position_cells(r: dict[str, Any]) -> dict[str, float | None]:
+def position_cells(r: dict[str, Any]) -> dict[str, Any]:
+    """The insider's and the curious server's best AUC, each with the position's verdict
+    (the best of the attacks and the most exposed client, Holm) where the run has one."""
     rows = [p for p in r.get("attack_positions") or [] if isinstance(p, dict)]
-    out = {POSITION_COLUMNS[p["position"]]: num(p.get("auc")) for p in rows
-           if p.get("position") in POSITION_COLUMNS}
+    out: dict[str, Any] = {POSITION_COLUMNS[p["position"]]: num(p.get("auc")) for p in rows
+                           if p.get("position") in POSITION_COLUMNS}
+    for p in rows:
+        cell = p.get("cell_verdict")
+        if p.get("position") in POSITION_COLUMNS and isinstance(cell, dict):
+            out[POSITION_COLUMNS[p["position"]] + VERDICT_SUFFIX] = cell.get("outcome")
     for p in rows:  # the insider's best round: an upper bound, in a column of its own
         if isinstance(p.get("best_round_upper_bound"), dict):
             out[UPPER_BOUND_COLUMN] = num(p["best_round_upper_bound"].get("auc"))
@@ -99,15 +111,22 @@ def update_attack_columns() -> list[str]:
     return [c for fam in families() for c in fam.column_names]
 
 
-def update_attack_cells(r: dict[str, Any]) -> dict[str, float | None]:
+def update_attack_cells(r: dict[str, Any]) -> dict[str, Any]:
     """Each family of attacks on updates' columns (:meth:`attacks.update_family.
     UpdateAttackFamily.columns`: reconstruction's ``rec_*``, label leakage's
-    ``label_accuracy`` ...), or ``{}`` for a run without them."""
+    ``label_accuracy`` ...) and its cell's verdict beside the column it judges
+    (:attr:`~attacks.update_family.UpdateAttackFamily.verdict_column`), or ``{}`` for a run
+    without them."""
     from attacks.update_family import families
+    from fedaudit.verdicts import legacy_outcome
 
-    out: dict[str, float | None] = {}
+    out: dict[str, Any] = {}
     for fam in families():
         section = r.get(fam.name)
         if isinstance(section, dict):
             out.update({col: num(v) for col, v in fam.columns(section).items()})
+            head = fam.cell(section)
+            col = fam.verdict_column or (fam.column_names[0] if fam.column_names else None)
+            if head is not None and col and legacy_outcome(head.verdict):
+                out[col + VERDICT_SUFFIX] = legacy_outcome(head.verdict)
     return out

@@ -40,6 +40,23 @@ def matrix_json(cols: list[tuple[str, dict]]) -> str:
                        for label, m in cols], indent=1) + "\n"
 
 
+#: a verdict's colour in the console (the matrix report's: red leaks, green no leak beyond
+#: delta, yellow inconclusive)
+COLOURS = {"leaks": "red", "leaks (inverted score)": "red", "no leak beyond delta": "green",
+           "inconclusive": "yellow"}
+
+
+def _measured(c: Any) -> str:
+    """A measured cell: its text, then its verdict's summary in the verdict's colour."""
+    from rich.markup import escape
+
+    summary = (c.detail or {}).get("summary") if isinstance(c.detail, dict) else c.verdict
+    colour = COLOURS.get(c.verdict or "")
+    line = f"\n[{colour}]{escape(summary)}[/{colour}]" if summary and colour else \
+        (f"\n{escape(summary)}" if summary else "")
+    return escape(c.text) + line
+
+
 def matrix_table(cols: list[tuple[str, dict]], title: str = "threat-model matrix"):
     """A rich table: a row per (position, family), a column per run; a cell is the figure
     or why there is none (dim)."""
@@ -57,7 +74,7 @@ def matrix_table(cols: list[tuple[str, dict]], title: str = "threat-model matrix
             cells = []
             for _, m in cols:
                 c = m[pos].get(fam)
-                cells.append("[dim]not measured[/dim]" if c is None else c.text
+                cells.append("[dim]not measured[/dim]" if c is None else _measured(c)
                              if c.status == MEASURED else f"[dim]{c.status}[/dim]")
             t.add_row(pos if fam == fams[0] else "", fam, *cells)
     return t

@@ -54,6 +54,12 @@ class FederatedData:
     def num_classes(self) -> int:
         return len(self.classes)
 
+    @property
+    def auxiliary(self) -> np.ndarray:
+        """The samples a server may hold beside the clients' (no client holds them): the
+        holdout split, or the test split when there is no holdout."""
+        return self.holdout if len(self.holdout) else self.test
+
     def client_of(self) -> np.ndarray:
         """int (N,) client index of every sample, -1 outside train."""
         owner = np.full(len(self.y), -1, dtype=np.int64)

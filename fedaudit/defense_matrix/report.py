@@ -2,11 +2,14 @@
 offline, no scripts; the single-run report's stylesheet).
 
 * **The matrix at a glance**: a row per attacker position and attack family, a column per
-  defense.  A cell is coloured by what it says, not by its raw value: red where the attack
-  does better than chance (its 95 % interval excludes chance), green where it is not
-  distinguishable from chance (or worse), amber where a figure was measured that has no
-  chance test (a reconstruction's PSNR, the imprint's share), grey where the position
-  cannot attack, white where nothing was measured (the cell's tooltip says why).
+  defense.  A cell is coloured by its verdict (:mod:`fedaudit.verdicts`), not by its raw
+  value: red where it **leaks** (a test rejects chance, corrected for the attacks and
+  clients looked at; an AUC below 0.5 too: the score works flipped), green only where there
+  is **no leak beyond delta** (every interval within chance +- the family's delta), amber
+  where it is **inconclusive** (the cell says how many more samples or clients would
+  resolve it), blue where a figure was measured that has no test (the imprint's share),
+  grey where the position cannot attack, white where nothing was measured (the cell's
+  tooltip says why).
 * **The cost**: each defense's test accuracy and epsilon, and links to its runs' reports.
 * **The privacy-utility frontier**: per family, each defense's leakage (the strongest
   measured figure over the passive positions -- the malicious server's figures are of
@@ -21,31 +24,45 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedaudit.intervals import ABOVE, BELOW, UNDISTINGUISHED
 from fedaudit.report.style import CSS
+from fedaudit.verdicts import INCONCLUSIVE, LEAKS, LEAKS_INVERTED, NO_LEAK, legacy_outcome
 
 __all__ = ["cell_class", "frontier_points", "render_matrix_report"]
 
-EXTRA_CSS = """.leak{background:#f8d7d3}.safe{background:#d9eed8}.meas{background:#fbecc8}
-.np{background:#eceef1;color:#6b7280}.nm{color:#9aa0a8;font-style:italic}
-td.cell{font-size:12px;min-width:150px}span.key{display:inline-block;padding:1px 8px;
-margin-right:6px;border:1px solid #d8dbe0;font-size:12px}"""
-LEGEND = [("leak", "above chance (95 % interval)"),
-          ("safe", "not distinguishable from chance, or below it"),
-          ("meas", "measured, no chance test"), ("np", "not possible"),
-          ("nm", "not measured")]
+EXTRA_CSS = """.leak{background:#f8d7d3}.safe{background:#d9eed8}.inc{background:#fbecc8}
+.meas{background:#dde8f6}.np{background:#eceef1;color:#6b7280}
+.nm{color:#9aa0a8;font-style:italic}td.cell{font-size:12px;min-width:150px}
+td.cell small{display:block;color:#374151;margin-top:2px}
+span.key{display:inline-block;padding:1px 8px;margin-right:6px;border:1px solid #d8dbe0;
+font-size:12px}"""
+LEGEND = [("leak", "leaks: a test rejects chance (95 %, Holm over the attacks and clients "
+                   "looked at; an AUC below 0.5 too)"),
+          ("safe", "no leak beyond delta: every interval within chance ± delta"),
+          ("inc", "inconclusive: neither (the cell says what would resolve it)"),
+          ("meas", "measured, no test"), ("np", "not possible"), ("nm", "not measured")]
 
 
 def cell_class(cell: dict[str, Any]) -> str:
-    """The colour class of a matrix.json cell (module docstring)."""
+    """The colour class of a matrix.json cell (module docstring); a verdict word of a matrix
+    made before issue 57 is read conservatively (above chance: leaks, anything else:
+    inconclusive -- never safe)."""
     status = cell.get("status")
     if status == "not possible":
         return "np"
     if status != "measured":
         return "nm"
-    verdict = cell.get("verdict")
-    return ("leak" if verdict == ABOVE else "safe" if verdict in (UNDISTINGUISHED, BELOW)
-            else "meas")
+    verdict = legacy_outcome(cell.get("verdict"))
+    return {LEAKS: "leak", LEAKS_INVERTED: "leak", NO_LEAK: "safe",
+            INCONCLUSIVE: "inc"}.get(verdict, "meas")
+
+
+def cell_verdict_text(cell: dict[str, Any]) -> str:
+    """The verdict line under a measured cell's figure: the verdict's summary (what
+    decided it, or what would resolve it), else its word."""
+    detail = cell.get("detail")
+    if isinstance(detail, dict) and detail.get("summary"):
+        return str(detail["summary"])
+    return str(legacy_outcome(cell.get("verdict")) or "")
 
 
 def _esc(x: Any) -> str:
@@ -79,8 +96,11 @@ def _matrix_table(doc: dict[str, Any]) -> str:
                     cells.append('<td class="cell nm">not run yet</td>')
                     continue
                 text = c["text"] if c["status"] == "measured" else c["status"]
+                verdict = cell_verdict_text(c) if c["status"] == "measured" else ""
                 cells.append(f'<td class="cell {cell_class(c)}" title="{_esc(c.get("why", ""))}">'
-                             f"{_esc(text)}</td>")
+                             f"{_esc(text)}"
+                             + (f"<small>{_esc(verdict)}</small>" if verdict else "")
+                             + "</td>")
             rows.append(f"<tr>{first}<td class=\"t\">{_esc(fam)}</td>{''.join(cells)}</tr>")
     legend = "".join(f'<span class="key {k}">{_esc(t)}</span>' for k, t in LEGEND)
     return (f"<p>{legend}</p><div class=\"scroll\"><table><thead><tr><th>position</th>"
@@ -169,8 +189,9 @@ def _frontier(doc: dict[str, Any]) -> str:
             "accuracy against the strongest figure measured for the family by a passive "
             "attacker (outsider, insider, curious server; the malicious server's row is in the "
             "matrix above) (bars: 95 % interval where the figure has one; grey dashes: what chance "
-            "gives, an AUC of 0.5 and a uniform guess of the labels; a reconstruction's "
-            "verdict is its SSIM gain over the data-free prior, in the matrix above)."
+            "gives, an AUC of 0.5 and the best data-free guess of the labels; a "
+            "reconstruction's verdict is its SSIM gain over the data-free prior, in the "
+            "matrix above)."
             "</figcaption></figure>")
 
 

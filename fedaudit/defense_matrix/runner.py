@@ -29,7 +29,7 @@ from typing import Any, Callable, ContextManager
 from fedaudit.config import ScenarioError, to_toml
 from fedaudit.defense_matrix.cells import (FAILED, FINISHED, PENDING, RunRecord,
                                            matrix_document)
-from fedaudit.defense_matrix.plan import MatrixPlan, MatrixRun
+from fedaudit.defense_matrix.plan import MAIN, MatrixPlan, MatrixRun
 from fedaudit.rundir import atomic_write_text, create_unique_dir
 from fedaudit.rundir.layout import RESULTS_NAME, SCENARIO_NAME
 
@@ -121,18 +121,29 @@ def load_records(plan: MatrixPlan, root: Path) -> dict[str, RunRecord]:
 ProgressFactory = Callable[[MatrixRun], ContextManager[Any]]
 
 
+def _honest(plan: MatrixPlan, run: MatrixRun, root: Path,
+            records: dict[str, RunRecord]) -> Path | None:
+    """A server run's counterfactual: its defense's finished main run (the same federation
+    under the honest server), whose same round a malicious server's stage compares with;
+    None for the main run itself or when it did not finish."""
+    if run.role == MAIN:
+        return None
+    main = next((records.get(r.key) for r in plan.runs_of(run.defense) if r.role == MAIN),
+                None)
+    return root / main.dir if main is not None and main.status == FINISHED and main.dir \
+        else None
+
+
 def _run_one(run: MatrixRun, root: Path, rec: RunRecord, progress: Any,
-             report: bool) -> None:
+             report: bool, counterfactual: Path | None = None) -> None:
     from fedaudit.simulation.runner import run as simulate
 
     parent = root / RUNS_DIR / run.key
     partial = next((d for d in _run_dirs(parent)
                     if (d / SCENARIO_NAME).read_text(encoding="utf-8") == to_toml(run.scenario)),
                    None)
-    if partial is not None:  # an interrupted run of this very scenario: continue it
-        run_dir, _ = simulate(run.scenario, parent, progress=progress, resume_dir=partial)
-    else:
-        run_dir, _ = simulate(run.scenario, parent, progress=progress)
+    run_dir, _ = simulate(run.scenario, parent, progress=progress, resume_dir=partial,
+                          counterfactual=counterfactual)
     rec.dir = str(Path(run_dir).resolve().relative_to(root))
     rec.results = json.loads((Path(run_dir) / RESULTS_NAME).read_text(encoding="utf-8"))
     if report:
@@ -179,7 +190,8 @@ def run_matrix(plan: MatrixPlan, root: Path, *, report: bool = True,
         try:
             ctx = progress(run) if progress is not None else contextlib.nullcontext(None)
             with ctx as prog:
-                _run_one(run, root, rec, prog, report)
+                _run_one(run, root, rec, prog, report,
+                         counterfactual=_honest(plan, run, root, records))
             rec.status, rec.error = FINISHED, None
         except Exception as exc:  # noqa: BLE001 - record the failure, go on
             log.exception("matrix run %s failed", run.key)

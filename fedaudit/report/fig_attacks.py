@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from fedaudit.metrics import membership_metrics, roc_points
-from fedaudit.report.format import fmt, fmt_g, method_label, ordered_methods
+from fedaudit.report.format import client_leaks, fmt, fmt_g, method_label, ordered_methods
 from fedaudit.report.registry import Absent, figure, method_colors, new_figure, not_run
 from fedaudit.rundir.layout import SCORES_NAME
 from fedaudit.rundir.reading import RunData, num, pooled_scores
@@ -31,21 +31,32 @@ def _client_attacks(run: RunData) -> tuple[list[dict], list[str]]:
 
 @figure("client_auc", "attacks", "Attack AUC per client",
         "Each group is one client and each bar one attack, drawn from the chance level "
-        "0.5 (dashed): bars above the line mean the attack tells that client's members "
-        "from class-matched non-members better than a coin flip.")
+        "0.5 (dashed), with its 95 % interval (black); a bar is solid only where the client "
+        "leaks under that attack, every client and attack looked at (Holm), and pale where "
+        "no leak is shown: a small client's interval is wide, and a tall pale bar is "
+        "inconclusive, not a leak.")
 def fig_client_auc(run: RunData):
     clients, methods = _client_attacks(run)
     colors = method_colors(methods)
+    leaks = client_leaks(clients)
     n, k = len(clients), len(methods)
     fig = new_figure(min(11.0, max(6.4, 3.0 + 0.55 * n * max(1, k) / 5)), 3.0)
     ax = fig.subplots()
     width = 0.8 / k
     x = np.arange(n)
     for i, m in enumerate(methods):
-        auc = np.array([num((c.get("attacks") or {}).get(m, {}).get("auc")) or math.nan
-                        for c in clients])
-        ax.bar(x - 0.4 + width * (i + 0.5), auc - 0.5, width, bottom=0.5, color=colors[m],
-               label=method_label(m))
+        entries = [(c.get("attacks") or {}).get(m, {}) for c in clients]
+        auc = np.array([num(e.get("auc")) or math.nan for e in entries])
+        ci = np.array([e["auc_ci"] if isinstance(e.get("auc_ci"), list) else [math.nan] * 2
+                       for e in entries], dtype=float).reshape(n, 2)
+        solid = np.array([leaks.get((c.get("client"), m)) is not None for c in clients])
+        at = x - 0.4 + width * (i + 0.5)
+        ax.bar(at, auc - 0.5, width, bottom=0.5, color=colors[m], label=method_label(m),
+               alpha=0.3 if leaks else 0.85)
+        if solid.any():
+            ax.bar(at[solid], (auc - 0.5)[solid], width, bottom=0.5, color=colors[m])
+        ax.errorbar(at, auc, yerr=np.abs(np.vstack([auc - ci[:, 0], ci[:, 1] - auc])),
+                    fmt="none", ecolor="k", elinewidth=0.7, capsize=1.5)
     ax.axhline(0.5, color="k", ls="--", lw=1)
     ax.set_xticks(x)
     step = max(1, n // 25)
@@ -54,8 +65,9 @@ def fig_client_auc(run: RunData):
     ax.set_xlabel("client")
     ax.set_ylabel("AUC")
     ax.set_xlim(-0.6, n - 0.4)
-    vals = [num((c.get("attacks") or {}).get(m, {}).get("auc")) for c in clients
-            for m in methods]
+    vals = [num(v) for c in clients for m in methods
+            for v in [(c.get("attacks") or {}).get(m, {}).get("auc"),
+                      *((c.get("attacks") or {}).get(m, {}).get("auc_ci") or [])]]
     vals = [v for v in vals if v is not None and math.isfinite(v)]
     if vals:  # always show 0.5; pad the observed range, at least +-0.05 around chance
         lo_v, hi_v = min(min(vals), 0.5), max(max(vals), 0.5)

@@ -16,7 +16,9 @@ __all__ = ["section_threats"]
 
 def _cell(c) -> str:
     if c.status == MEASURED:
-        return html.escape(c.text)
+        summary = (c.detail or {}).get("summary") if isinstance(c.detail, dict) else c.verdict
+        return html.escape(c.text) + (f"<br><small>{html.escape(str(summary))}</small>"
+                                      if summary else "")
     return f'<span style="color:var(--mute)" title="{html.escape(c.why)}">{html.escape(c.status)}</span>'
 
 
@@ -39,14 +41,27 @@ def section_threats(run: RunData) -> str:
     act = run.results.get("active_membership")
     if isinstance(act, dict) and isinstance(act.get("active"), dict):
         a, p = act["active"], act.get("passive") or {}
+        h = act.get("honest_same_round")
+        paired = act.get("paired") or {}
+        gains = "".join(
+            f" Paired with {what} on the same targets (DeLong): AUC gain "
+            f"{g['auc_gain']:+.3f} [{g['auc_gain_ci'][0]:+.3f}, {g['auc_gain_ci'][1]:+.3f}], "
+            f"{html.escape(g['verdict_detail']['summary'])}."
+            for key, what in (("honest_same_round",
+                               f"the honest server's round {act['round']}"),
+                              ("previous_round", f"the honest round before"))
+            if isinstance(g := paired.get(key), dict))
         out.append(f"<p>Malicious server (gradient ascent on {act['targets']} targets, "
                    f"{act['members']} of them members, at round {act['round']}, "
                    f"{html.escape(str(act['aggregation']))} aggregation; Nasr et al. 2019): "
                    f"AUC {fmt_ci(a.get('auc'), a.get('auc_ci'))} "
                    f"({html.escape(verdict_of(a))}) against the passive curious server's "
                    f"{fmt_ci(p.get('auc'), p.get('auc_ci'))} on the same targets over the "
-                   f"honest round before; the ascent raised their mean loss by "
-                   f"{act['loss_rise']:.3f}.</p>")
+                   f"honest round before"
+                   + (f" and {fmt_ci(h.get('auc'), h.get('auc_ci'))} over the honest "
+                      f"server's round {act['round']}" if isinstance(h, dict) else "")
+                   + f"; the ascent raised their mean loss by {act['loss_rise']:.3f}."
+                   + gains + "</p>")
     return "\n".join(out)
 
 

@@ -29,14 +29,17 @@ def fmt_ci(x: Any, ci: Any, digits: int = 3) -> str:
     return f"{fmt(x, digits)} [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
 
 
-#: the chance verdicts (:mod:`fedaudit.intervals`) in a word, for narrow tables
-SHORT_VERDICTS = {"above chance": "above", "below chance": "below",
+#: the verdicts (:mod:`fedaudit.verdicts`) in a word, for narrow tables; the chance words of
+#: runs made before issue 57 as they were
+SHORT_VERDICTS = {"leaks": "leaks", "leaks (inverted score)": "inverted",
+                  "no leak beyond delta": "no leak", "inconclusive": "inconcl.",
+                  "above chance": "above", "below chance": "below",
                   "not distinguishable from chance": "chance"}
 
 
 def verdict_of(entry: dict, metric: str = "auc", *, short: bool = False) -> str:
-    """The chance verdict results.json gives ``metric`` (``verdict``), or a dash;
-    ``short``: in a word (above / below / chance)."""
+    """The verdict results.json gives ``metric`` (``verdict``), or a dash; ``short``: in a
+    word (leaks / inverted / no leak / inconcl.)."""
     verdict = entry.get("verdict")
     text = str(verdict.get(metric, "–")) if isinstance(verdict, dict) else "–"
     return SHORT_VERDICTS.get(text, text) if short else text
@@ -107,12 +110,31 @@ def tpr_at_fpr(tpr: Any, resolution: Any, fpr: float, ci: Any = None) -> str:
             f'{fmt_ci(tpr, ci)} at FPR = 0</span>')
 
 
-def auc_style(v: float | None) -> str:
-    """A light red background that deepens as the AUC leaves 0.5 upwards."""
-    if v is None or not math.isfinite(v) or v <= 0.5:
+def leak_style(flag: str | None, v: float | None) -> str:
+    """A red background where a figure leaks (:func:`fedaudit.verdicts.leak_flags`),
+    deepening as the AUC leaves 0.5 (either way: an inverted score leaks too); nothing
+    where no leak is shown, whatever the figure."""
+    if flag is None or v is None or not math.isfinite(v):
         return ""
-    a = min(1.0, (v - 0.5) / 0.25)
-    return f' style="background:rgba(214,39,40,{0.08 + 0.5 * a:.2f})"'
+    a = min(1.0, abs(v - 0.5) / 0.25)
+    return f' style="background:rgba(214,39,40,{0.15 + 0.45 * a:.2f})"'
+
+
+def client_leaks(clients: list[dict]) -> dict[tuple[Any, str], str | None]:
+    """Each (client, method) AUC's leak when every client and method of the table is looked
+    at (Holm over them: :func:`fedaudit.verdicts.leak_flags`); empty for a run made before
+    the tests (its entries carry no ``auc_test``)."""
+    from fedaudit.metrics import MEMBERSHIP_RULE, estimate_of_entry
+    from fedaudit.verdicts import leak_flags
+
+    keys, ests = [], []
+    for c in clients:
+        for m, a in (c.get("attacks") or {}).items():
+            keys.append((c.get("client"), m))
+            ests.append(estimate_of_entry(a))
+    if not any(e is not None for e in ests):
+        return {}
+    return dict(zip(keys, leak_flags(MEMBERSHIP_RULE, ests)))
 
 
 def method_label(name: str) -> str:

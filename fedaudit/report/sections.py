@@ -12,8 +12,8 @@ import math
 import re
 from typing import Callable
 
-from fedaudit.report.format import (auc_style, fmt, fmt_ci, fmt_g, sparkline, table, tpr_at_fpr,
-                                     verdict_of)
+from fedaudit.report.format import (client_leaks, fmt, fmt_ci, fmt_g, leak_style, sparkline,
+                                     table, tpr_at_fpr, verdict_of)
 from fedaudit.report.registry import not_run
 from fedaudit.report.format import method_label, ordered_methods
 from fedaudit.rundir.reading import RunData, num
@@ -124,12 +124,15 @@ def section_attack_table(run: RunData) -> str:
                      fmt_g(a.get("min_fpr_resolution")), fmt_g(a.get("queries_per_sample")),
                      fmt_g((num(a.get("seconds_per_sample")) or math.nan) * 1e3)])
     return ("<h3>Pooled over clients (global model)</h3>"
-            + table(["attack", "AUC [95% CI]", "AUC vs chance", "TPR@1%FPR [95% CI]",
+            + table(["attack", "AUC [95% CI]", "verdict", "TPR@1%FPR [95% CI]",
                      "TPR@0.1%FPR [95% CI]", "FPR@80%TPR", "lowest FPR", "queries/sample",
                      "ms/sample"], rows, "num")
-            + "<p class=\"note\">Intervals: DeLong's for the AUC, Clopper-Pearson's on the "
+            + "<p class=\"note\">Intervals: DeLong's for the AUC (Newcombe's, with the exact "
+              "Mann-Whitney test, below 50 samples of a class), Clopper-Pearson's on the "
               "members for a TPR (docs/algorithms.md section 5); chance is 0.5 for the AUC "
-              "and the FPR bound for a TPR.</p>"
+              "and the FPR bound for a TPR.  Each attack's verdict is its own: leaks (its "
+              "test rejects chance; inverted: below 0.5), no leak beyond 0.05 (its interval "
+              "within 0.45-0.55) or inconclusive.</p>"
             + _references_line(run.results.get("references")))
 
 
@@ -232,8 +235,10 @@ def section_positions(run: RunData) -> str:
                 'attack.targets.</p>')
     body = [[html.escape(str(p.get("position"))), html.escape(str(p.get("target")))
              + (f" (round {p['round']})" if p.get("round") is not None else ""),
-             method_label(str(p.get("best_method"))), fmt(p.get("auc")),
-             fmt(p.get("tpr_at_1pct_fpr"))] for p in rows]
+             method_label(str(p.get("best_method"))), fmt_ci(p.get("auc"), p.get("auc_ci")),
+             fmt(p.get("tpr_at_1pct_fpr")),
+             html.escape(str((p.get("cell_verdict") or {}).get("summary")
+                             or verdict_of(p)))] for p in rows]
     bound = next((p["best_round_upper_bound"] for p in rows
                   if isinstance(p.get("best_round_upper_bound"), dict)), None)
     upper = (f'<p class="guide">Insider upper bound: {fmt(bound.get("auc"))} AUC '
@@ -245,8 +250,9 @@ def section_positions(run: RunData) -> str:
     seen = (f'<p class="guide">What the server attacks: {html.escape(str(sv["model_seen"]))}.'
             "</p>") if sv.get("model_seen") else ""
     return ("<h3>Who learns what</h3>"
-            + table(["position", "what it attacks", "best attack", "AUC", "TPR@1%FPR"], body,
-                    "num", text_cols=(0, 1, 2))
+            + table(["position", "what it attacks", "best attack", "AUC [95% CI]",
+                     "TPR@1%FPR", "verdict (best of the attacks and the most exposed client, "
+                     "Holm)"], body, "num", text_cols=(0, 1, 2, 5))
             + upper + seen + (f"<ul class=\"notes\">{notes}</ul>" if notes else ""))
 
 
@@ -266,7 +272,8 @@ def section_clients(run: RunData) -> str:
              + ('<th rowspan="2">canaries</th>' if canaries else "")
              + "".join(f'<th colspan="2">{method_label(m)}</th>' for m in methods) + "</tr>")
     head2 = ("<tr><th>update total</th><th>sample mean</th>"
-             + "".join("<th>AUC</th><th>TPR@1%</th>" for _ in methods) + "</tr>")
+             + "".join("<th>AUC [95% CI]</th><th>TPR@1%</th>" for _ in methods) + "</tr>")
+    leaks = client_leaks(clients)
     body = []
     for c in clients:
         g = c.get("gnq") or {}
@@ -281,7 +288,10 @@ def section_clients(run: RunData) -> str:
             am = a.get(m) or {}
             auc = num(am.get("auc"))
             tpr = tpr_at_fpr(am.get("tpr_at_1pct_fpr"), am.get("min_fpr_resolution"), 0.01)
-            tds += f"<td{auc_style(auc)}>{fmt(auc)}</td><td>{tpr}</td>"
+            flag = leaks.get((c.get("client"), m))
+            mark = " (inverted)" if flag and flag != "leaks" else ""
+            tds += (f"<td{leak_style(flag, auc)}>{fmt_ci(auc, am.get('auc_ci'))}{mark}</td>"
+                    f"<td>{tpr}</td>")
         body.append(f"<tr>{tds}</tr>")
     res = [num((a or {}).get("min_fpr_resolution")) for c in clients
            for a in (c.get("attacks") or {}).values()]
@@ -296,8 +306,10 @@ def section_clients(run: RunData) -> str:
                                                    what="per-client attack results")))
     return ('<p class="guide">One row per client: its size, label histogram (bars per '
             'class; hover for counts), how unique its updates and samples were (GNQ), and '
-            'every attack\'s AUC (shaded as it rises above 0.5) and TPR at 1% FPR on its '
-            f'members vs class-matched non-members.{html.escape(note)}</p>'
+            'every attack\'s AUC with its 95 % interval (the exact test and Newcombe\'s '
+            'interval below 50 members) and TPR at 1% FPR on its members vs class-matched '
+            'non-members; an AUC is shaded red only where it leaks, every client and attack '
+            f'of the table looked at (Holm).{html.escape(note)}</p>'
             f'<div class="scroll"><table class="num clients"><thead>{head1}{head2}</thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
 

@@ -51,8 +51,12 @@ class Cell:
     """One cell: ``status`` (measured / not possible / not measured), the headline
     ``figure`` (AUC, label accuracy, PSNR or share; None unless measured), a short ``text``
     for tables, ``why`` when there is no figure, and, where the run has them, the figure's
-    95 % ``interval`` ``[low, high]``, its ``verdict`` against chance (:mod:`fedaudit.intervals`)
-    and the ``chance`` level it is judged against (the membership AUC's 0.5)."""
+    95 % ``interval`` ``[low, high]``, its ``verdict`` (one of
+    :data:`fedaudit.verdicts.OUTCOMES`: leaks, leaks with the score inverted, no leak
+    beyond delta, inconclusive), the ``chance`` level it is judged against (the membership
+    AUC's 0.5, the data-free label guess's share) and the verdict's ``detail``
+    (:meth:`fedaudit.verdicts.Verdict.as_dict`: delta, unit of independence, the deciding
+    test, the most exposed client, how many more units would resolve it)."""
 
     status: str
     figure: float | None = None
@@ -61,6 +65,7 @@ class Cell:
     interval: list[float] | None = None
     verdict: str | None = None
     chance: float | None = None
+    detail: dict[str, Any] | None = None
 
 
 def _position(results: dict, name: str) -> dict | None:
@@ -72,23 +77,58 @@ def _position(results: dict, name: str) -> dict | None:
                    if isinstance(a, dict) and a.get("auc") is not None}
         if attacks:
             m = max(attacks, key=lambda k: attacks[k]["auc"])
-            return {"best_method": m, "auc": attacks[m]["auc"],
-                    "tpr_at_1pct_fpr": attacks[m].get("tpr_at_1pct_fpr"),
-                    "auc_ci": attacks[m].get("auc_ci"), "verdict": attacks[m].get("verdict")}
+            out = {"best_method": m, "auc": attacks[m]["auc"],
+                   "tpr_at_1pct_fpr": attacks[m].get("tpr_at_1pct_fpr"),
+                   "auc_ci": attacks[m].get("auc_ci"), "verdict": attacks[m].get("verdict")}
+            cell = membership_cell_verdict(attacks, results.get("clients") or [])
+            return {**out, **({"cell_verdict": cell.as_dict()} if cell else {})}
     return None
+
+
+def membership_cell_verdict(attacks: dict, clients: list) -> Any:
+    """The outsider's verdict from results.json alone (a run without ``attack_positions``):
+    the best method's pooled AUC, every other method's and every client's (``clients[]
+    .attacks``), Holm over them (:func:`fedaudit.verdicts.decide`); None when the entries
+    carry no test (a run made before issue 57)."""
+    from fedaudit.metrics import MEMBERSHIP_RULE, estimate_of_entry
+    from fedaudit.verdicts import decide
+
+    pooled = {m: estimate_of_entry(a, "pooled", m) for m, a in attacks.items()}
+    pooled = {m: e for m, e in pooled.items() if e is not None}
+    if not pooled:
+        return None
+    best = max(pooled, key=lambda m: attacks[m]["auc"])
+    others = [e for m, e in pooled.items() if m != best]
+    for c in clients:
+        for m, a in ((c.get("attacks") or {}) if isinstance(c, dict) else {}).items():
+            if (e := estimate_of_entry(a, f"client {c.get('client')}", m)) is not None:
+                others.append(e)
+    return decide(MEMBERSHIP_RULE, pooled[best], others)
+
+
+def _outcome(p: dict) -> tuple[str | None, dict | None]:
+    """A membership row's verdict and its detail: the position's corrected verdict where
+    the run has one, else the best method's own word read conservatively (an older run)."""
+    from fedaudit.verdicts import legacy_outcome
+
+    cell = p.get("cell_verdict")
+    if isinstance(cell, dict) and cell.get("outcome"):
+        return cell["outcome"], cell
+    verdict = p.get("verdict")
+    return legacy_outcome(verdict.get("auc") if isinstance(verdict, dict) else None), None
 
 
 def _membership(p: dict | None, what: str) -> Cell:
     if p is None:
         return Cell(NOT_MEASURED, why=f"no membership attack on {what} in this run")
     tpr, ci = p.get("tpr_at_1pct_fpr"), p.get("auc_ci")
-    verdict = (p.get("verdict") or {}).get("auc") if isinstance(p.get("verdict"), dict) else None
+    verdict, detail = _outcome(p)
     return Cell(MEASURED, float(p["auc"]), f"AUC {p['auc']:.3f}"
                 + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else "")
                 + (f", TPR@1%FPR {tpr:.3f}" if tpr is not None else "")
                 + f" ({p.get('best_method', '?')})",
                 interval=list(ci) if isinstance(ci, list) else None, verdict=verdict,
-                chance=0.5)
+                chance=0.5, detail=detail)
 
 
 def _family_cell(fam: Any, results: dict) -> Cell:
@@ -100,15 +140,20 @@ def _family_cell(fam: Any, results: dict) -> Cell:
         elif "pooled" not in section and "aggregate" in section:
             why = f"{fam.name}.on does not list 'updates'"
         else:
-            why = _no_case(section, "update", lambda n: not n.startswith("aggregate"))
+            why = fam.why_not(section) or _no_case(section, "update",
+                                                   lambda n: not n.startswith("aggregate"))
         return Cell(NOT_MEASURED, why=why)
     return _measured(head)
 
 
 def _measured(head: Any, suffix: str = "") -> Cell:
-    """The measured cell of a family's :class:`~attacks.update_family.Headline`."""
+    """The measured cell of a family's :class:`~attacks.update_family.Headline` (a verdict
+    word of a run made before issue 57 read conservatively)."""
+    from fedaudit.verdicts import legacy_outcome
+
     return Cell(MEASURED, head.figure, head.text + suffix, interval=head.interval,
-                verdict=head.verdict, chance=head.chance)
+                verdict=legacy_outcome(head.verdict), chance=head.chance,
+                detail=head.detail)
 
 
 def _no_case(section: dict, what: str, mine: Any) -> str:
@@ -127,7 +172,8 @@ def _aggregate_cell(fam: Any, results: dict) -> Cell:
     head = fam.cell(agg) if isinstance(agg, dict) else None
     if head is None:
         return Cell(NOT_MEASURED, why=(
-            _no_case(section, "aggregate", lambda n: n.startswith("aggregate"))
+            (fam.why_not(agg) or _no_case(section, "aggregate",
+                                          lambda n: n.startswith("aggregate")))
             if isinstance(agg, dict) else f"{fam.name}.on does not list 'aggregate' (or "
             f"{fam.name}.enabled = false)"))
     return _measured(head, ", on the round's aggregate")
@@ -135,16 +181,36 @@ def _aggregate_cell(fam: Any, results: dict) -> Cell:
 
 def _active(results: dict) -> Cell:
     """The malicious server's active membership attack (results.json ``active_membership``),
-    beside the passive baseline on the same targets."""
+    beside the passive attack on the same targets: DeLong's paired test against the honest
+    server's same round where the run had it, else against the round before."""
     a = results.get("active_membership")
     if not isinstance(a, dict) or not isinstance(a.get("active"), dict):
         return Cell(NOT_MEASURED, why="active_membership.enabled = false (no active attack)")
-    cell = _membership({**a["active"], "best_method": f"gradient ascent, round {a['round']}"},
-                       "")
-    passive = (a.get("passive") or {}).get("auc")
-    text = cell.text + (f"; passive {passive:.3f}" if passive is not None else "")
-    return Cell(MEASURED, cell.figure, text, interval=cell.interval, verdict=cell.verdict,
-                chance=cell.chance)
+    cell = _membership({**a["active"], "best_method": f"gradient ascent, round {a['round']}",
+                        **({"cell_verdict": a["verdict_detail"]}
+                           if isinstance(a.get("verdict_detail"), dict) else {})}, "")
+    paired = a.get("paired") or {}
+    text = cell.text
+    for key, what in (("honest_same_round", f"the honest server's round {a['round']}"),
+                      ("previous_round", f"round {a['round'] - 1}")):
+        g = paired.get(key)
+        if isinstance(g, dict):
+            ci = g["auc_gain_ci"]
+            text += (f"; over {what} (paired): {g['auc_gain']:+.3f} [{ci[0]:+.3f}, "
+                     f"{ci[1]:+.3f}], {_gain_words(g['verdict'])}")
+            break
+    else:
+        passive = (a.get("passive") or {}).get("auc")
+        text += f"; passive {passive:.3f}" if passive is not None else ""
+    return replace(cell, text=text)
+
+
+def _gain_words(outcome: str) -> str:
+    """An active-over-passive gain's verdict in words."""
+    from fedaudit.verdicts import LEAKS, NO_LEAK
+
+    return {LEAKS: "the ascent adds to it", NO_LEAK: "adds at most 0.05"}.get(
+        outcome, "not resolved")
 
 
 def _malicious(results: dict) -> Cell:

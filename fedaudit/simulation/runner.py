@@ -38,9 +38,12 @@ def backend_config(scenario: Scenario) -> dict:
 
 
 def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
-        verbose: bool = False, resume_dir: str | os.PathLike | None = None) -> tuple[Path, dict]:
+        verbose: bool = False, resume_dir: str | os.PathLike | None = None,
+        counterfactual: str | os.PathLike | None = None) -> tuple[Path, dict]:
     """Run a validated scenario; return (run directory, results).  With ``resume_dir``
-    (a run directory holding this scenario) continue after its last finished round."""
+    (a run directory holding this scenario) continue after its last finished round;
+    ``counterfactual``: the run directory of the same federation under an honest server
+    (``fedaudit matrix``'s main run), which a malicious server's stage compares with."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.app import Context
@@ -63,8 +66,9 @@ def run(scenario: Scenario, out: str | os.PathLike = "runs", *, progress=None,
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        holder["results"] = execute(grid, scenario, run_dir, progress,
-                                    resume=resume_dir is not None)
+        holder["results"] = execute(
+            grid, scenario, run_dir, progress, resume=resume_dir is not None,
+            counterfactual=None if counterfactual is None else Path(counterfactual))
 
     with run_logging(run_dir, verbose):
         log.info("%s run directory %s", "resuming" if resume_dir else "new", run_dir)

@@ -107,9 +107,10 @@ def wait_for_nodes(grid: Grid, wanted: int, timeout: float = 60.0) -> None:
 
 
 def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | None = None,
-            *, resume: bool = False) -> dict:
+            *, resume: bool = False, counterfactual: Path | None = None) -> dict:
     """Run the whole scenario on ``grid``; return the results (also written to disk).
-    With ``resume`` continue after the last finished round found in ``run_dir``."""
+    With ``resume`` continue after the last finished round found in ``run_dir``;
+    ``counterfactual``: the honest run of the same federation (:func:`fedaudit.audit.run_audit`)."""
     progress = progress or NoProgress()
     t0 = time.perf_counter()
     seed = scenario.seed
@@ -141,7 +142,8 @@ def execute(grid: Grid, scenario: Scenario, run_dir: Path, progress: Progress | 
     timing = run_audit(scenario, data, recorder.trajectory(), [r.trajectory() for r in extra],
                        run_dir, results, device, progress,
                        reference_trainer=reference_trainer(scenario, data, grid),
-                       update_runner=update_job_runner(scenario, grid))
+                       update_runner=update_job_runner(scenario, grid),
+                       counterfactual=counterfactual)
     results["timing"] = {"total_seconds": time.perf_counter() - t0, "train_seconds": t_train,
                          **timing}
     if resume:

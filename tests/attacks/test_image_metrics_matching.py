@@ -8,6 +8,7 @@ import itertools
 import math
 
 import numpy as np
+from scipy import stats
 import pytest
 
 from fedaudit.image_metrics import (
@@ -247,16 +248,34 @@ def test_pool_metrics_concatenates_cases_and_reports_what_is_undefined():
     only_exact = pool_metrics([case([np.inf], [1.0], [0.5], [np.nan], [True], [True])])
     assert only_exact.psnr is None and only_exact.leakage is None
     assert only_exact.psnr_sd is None and only_exact.ssim_sd is None  # fewer than two
-    assert only_exact.ssim_gain_ci is None and "verdict" not in only_exact.as_dict()
+    # one reconstruction: no interval, so neither a leak nor its absence can be shown
+    assert only_exact.ssim_gain_ci is None and only_exact.as_dict()["verdict"] == "inconclusive"
     assert pool_metrics([]).as_dict() == {"samples": 0}
-    # the SSIM gain over the prior: gains 0.1, 0.5, 0.4, 0.4, 0.6 (mean 0.4, variance
-    # 0.035 with ddof 1); its interval 0.4 +- 1.959964 sqrt(0.035 / 5), tenths again a
+    # the SSIM gain over the prior: gains 0.1, 0.5 (case a) and 0.4, 0.4, 0.6 (case b), each
+    # case its own client by default: mean 0.4, cluster totals 0.6 and 1.4 over 2 and 3
+    # images, Var = 2 ((0.6 - 0.8)^2 + (1.4 - 1.2)^2) / 5^2 = 0.0064, t on 1 df; tenths a
     # few ulps off in float64
-    half = 1.959963984540054 * math.sqrt(0.035 / 5)
+    half = stats.t.ppf(0.975, 1) * math.sqrt(0.0064)
     lo, hi = p.ssim_gain_ci
     assert math.isclose(lo, 0.4 - half, rel_tol=1e-12) and math.isclose(hi, 0.4 + half,
                                                                          rel_tol=1e-12)
-    assert p.as_dict()["verdict"] == "above chance"  # the whole interval above 0
+    # the pooled t = 0.4 / 0.08 = 5 on 1 df (p 0.063); client b's three images t = 7 on 2
+    # df (p 0.0099), times 3 for Holm: 0.03; nothing leaks, nothing is shown safe
+    d = p.as_dict()
+    assert d["verdict"] == "inconclusive" and d["verdict_detail"]["tests"] == 3
+    worst = d["verdict_detail"]["worst_client"]
+    assert worst["scope"] == "client 1" and math.isclose(worst["p_above"],
+                                                         stats.t.sf(7.0, 2), rel_tol=1e-9)
     flat = pool_metrics([case([10.0, 12.0], [0.3, 0.1], [0.2, 0.2], [1.0, 1.0],
                               [True, True], [True, True])])
-    assert flat.as_dict()["verdict"] == "not distinguishable from chance"  # gains +-0.1
+    assert flat.as_dict()["verdict"] == "inconclusive"  # gains +-0.1 over two images
+    # gains +-0.01 for 12 clients of 4 images: the pooled interval is the point 0, and each
+    # client's, 0 +- t(3) 0.0115 / 2 = +-0.018, lies within delta = 0.05; with 2 images a
+    # client's interval on 1 df (+-0.127) could not show it
+    four = case([10.0] * 4, [0.21, 0.19, 0.21, 0.19], [0.2] * 4, [1.0] * 4, [True] * 4,
+                [True] * 4)
+    many = pool_metrics([four] * 12, clients=list(range(12)))
+    assert many.as_dict()["verdict"] == "no leak beyond delta"
+    two = case([10.0] * 2, [0.21, 0.19], [0.2] * 2, [1.0] * 2, [True] * 2, [True] * 2)
+    assert pool_metrics([two] * 12, clients=list(range(12))).as_dict()["verdict"] == \
+        "inconclusive"

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedaudit.intervals import (ABOVE, BELOW, UNDISTINGUISHED, chance_verdict, clopper_pearson,
+from fedaudit.intervals import (ABOVE, BELOW, UNDISTINGUISHED, clopper_pearson,
                                 threshold_verdict)
-from fedaudit.metrics import _midranks, auc_interval, delong_placements, membership_metrics
+from fedaudit.verdicts import Estimate
+from fedaudit.metrics import auc_interval, delong_placements, membership_metrics
+from fedaudit.verdicts.ranks import midranks as _midranks
 
 
 def _naive_placements(scores, members):
@@ -47,7 +49,7 @@ def test_auc_interval_on_a_case_worked_by_hand():
     lo, hi = auc_interval(scores, members)
     half = stats.norm.ppf(0.975) * math.sqrt(1 / 18)
     assert math.isclose(lo, 5 / 6 - half, abs_tol=1e-12) and hi == 1.0  # cut at 1
-    assert chance_verdict((lo, hi), 0.5) == UNDISTINGUISHED  # 5 samples say little
+    assert lo < 0.5 < hi  # 5 samples say little
 
 
 def test_a_perfect_a_random_and_an_inverted_attack():
@@ -55,12 +57,11 @@ def test_a_perfect_a_random_and_an_inverted_attack():
     members = np.repeat([1, 0], 200)
     perfect = np.r_[g.uniform(1, 2, 200), g.uniform(0, 1, 200)]
     assert auc_interval(perfect, members) == (1.0, 1.0)  # zero variance: the point
-    assert chance_verdict(auc_interval(perfect, members), 0.5) == ABOVE
-    assert chance_verdict(auc_interval(-perfect, members), 0.5) == BELOW
+    assert auc_interval(-perfect, members) == (0.0, 0.0)
     # random scores: over 200 draws the 95 % interval holds 0.5 in about 95 % of them
     # (binomial sd of the count about 3; 170 is 8 sd below 190)
-    held = sum(chance_verdict(auc_interval(g.normal(size=400), members), 0.5)
-               == UNDISTINGUISHED for _ in range(200))
+    held = sum(lo <= 0.5 <= hi for lo, hi in (auc_interval(g.normal(size=400), members)
+                                              for _ in range(200)))
     assert held >= 170
     # with one sample of a class the variance is undefined: no information
     assert auc_interval(np.array([1.0, 0.5, 0.2]), np.array([1, 0, 0])) == (0.0, 1.0)
@@ -90,8 +91,8 @@ def test_bad_input_fails_precisely():
         clopper_pearson(1, 10, level=1.5)
     with pytest.raises(ValueError, match="k = 1.5"):
         clopper_pearson(1.5, 10)
-    with pytest.raises(ValueError, match="needs lo <= hi"):
-        chance_verdict((0.6, 0.4), 0.5)
+    with pytest.raises(ValueError, match="needs low <= high"):
+        Estimate(0.5, (0.6, 0.4), 0.5, None, None, "", "sample", 2)
     with pytest.raises(ValueError):
         auc_interval(np.array([1.0, np.nan]), np.array([1, 0]))
 
@@ -109,14 +110,17 @@ def test_membership_metrics_carry_their_intervals_and_verdicts():
                            "min_fpr_resolution"]  # the keys results.json always had, first
     assert d["auc_ci"] == [1.0, 1.0] and d["n_members"] == 200 and d["ci_level"] == 0.95
     assert d["tpr_at_1pct_fpr_ci"] == list(clopper_pearson(200, 200))
-    assert d["verdict"] == {"auc": ABOVE, "tpr_at_1pct_fpr": ABOVE, "tpr_at_0p1pct_fpr": ABOVE}
+    assert d["verdict"] == {"auc": "leaks", "tpr_at_1pct_fpr": "leaks",
+                            "tpr_at_0p1pct_fpr": "leaks"}
+    assert d["auc_test"]["method"] == "DeLong" and d["auc_test"]["units"] == 500
     scores = np.r_[np.full(5, 10.0), g.uniform(0, 1, 195), g.uniform(0, 1, 300)]
     few = MembershipMetrics.of(scores, members)
     assert few.tpr_at_0p1pct_fpr == 5 / 200  # 1/300 > 0.001: the TPR at FPR = 0
     assert few.tpr_at_0p1pct_fpr_ci == clopper_pearson(5, 200)
     # 5 of 200 members above all 300 non-members: P(K >= 5) = C(200, 5) / C(500, 5) = 0.010
-    assert few.verdicts()["tpr_at_0p1pct_fpr"] == ABOVE
-    assert few.verdicts()["auc"] == UNDISTINGUISHED
+    assert few.verdicts()["tpr_at_0p1pct_fpr"] == "leaks"
+    # its AUC is 0.5-ish with an interval of +-0.05: not shown safe, not a leak
+    assert few.verdicts()["auc"] == "inconclusive"
     assert few.auc_ci == auc_interval(scores, members, few.auc)
     # a record built from numbers alone has no intervals and says so
     bare = MembershipMetrics(0.6, 0.1, 0.0, 0.5, 0.01)
@@ -175,7 +179,7 @@ def test_tpr_verdicts_hold_their_level_where_the_members_interval_does_not():
     for _ in range(400):
         mm = MembershipMetrics.of(g.normal(size=500), members)
         for key in above:
-            above[key] += mm.verdicts()[key] == ABOVE
+            above[key] += mm.verdicts()[key] == "leaks"
         naive += mm.tpr_at_1pct_fpr_ci[0] > 0.01
     assert max(above.values()) <= 20, above
     assert naive > 30  # the shortcut this test guards against

@@ -73,23 +73,27 @@ def test_label_leakage_scores_and_pools_explicit_guesses():
     assert (pooled["labels"], pooled["labels_recovered"]) == (4, 3)
     section = {"methods": ["m"], **scored.section}
     assert fam.columns(section) == {"label_accuracy": pooled["label_accuracy"]}
-    ci = pooled["label_accuracy_ci"]  # Clopper-Pearson on 3 of 4: [0.194, 0.994]
-    # chance: client 0 (labels 0, 0, 1 of 3 classes) expects 2 P(Bin(3, 1/3) >= 1) +
-    # P(Bin(3, 1/3) >= 2) = 38/27 + 7/27 = 5/3 labels, client 1 expects 1/3: 2 of 4
-    assert pooled["chance_accuracy"] == pytest.approx(0.5, rel=1e-12)
-    assert pooled["verdict"] == "not distinguishable from chance"  # 0.5 is inside the CI
+    # the data-free guess (uniform prior over 3 classes): {0, 1, 2} for client 0 (2 of its
+    # 3 labels), {0} for client 1 (none): 2 of 4, beside the attack's 3 of 4
+    assert pooled["chance_accuracy"] == 0.5 and pooled["chance_recovered"] == 2
+    assert pooled["difference"] == 0.25 and pooled["clients"] == 2
+    # two clients: t on 1 degree of freedom, the intervals cut to their bounds
+    assert pooled["label_accuracy_ci"] == [0.0, 1.0]
+    assert pooled["verdict"] == "inconclusive"  # two clients show neither
+    detail = pooled["verdict_detail"]
+    assert detail["tests"] == 3 and detail["unit"] == "client"  # pooled + 2 clients
     # the cell is the share of the 4 samples' labels recovered, the figure the interval is
     # of (the mean accuracy 0.83 weighs client 1's one sample as much as client 0's three)
     cell = fam.cell(section)
-    assert cell == Headline(0.75, "label acc 0.75 [0.19, 0.99] (m), chance 0.50",
-                            interval=ci, verdict="not distinguishable from chance",
-                            chance=pooled["chance_accuracy"])
-    assert ci[0] <= cell.figure <= ci[1]
+    assert cell.figure == 0.75 and cell.chance == 0.5 and cell.verdict == "inconclusive"
+    assert cell.interval == [0.0, 1.0] and cell.detail == detail
+    assert cell.text.startswith("label acc 0.75 [0.00, 1.00] (m), data-free guess 0.50")
     older = {"methods": ["m"], "pooled": {"m": {"label_accuracy": 0.5}}}
     assert fam.cell(older) == Headline(0.5, "label acc 0.50 (m)")
     assert fam.console(section).startswith("label leakage from 2 updates: label accuracy m 83%")
-    (tab,) = fam.report(section)
-    assert isinstance(tab, ReportTable) and tab.rows[0][:4] == ["m", "2", "83%", "75% [19%, 99%]"]
+    _, tab = fam.report(section)
+    assert isinstance(tab, ReportTable)
+    assert tab.rows[0][:5] == ["m", "2", "83%", "75% [0%, 100%]", "50%"]
 
 
 def test_a_family_without_methods_reads_as_nothing():
@@ -171,7 +175,7 @@ def test_reconstruction_rows_keep_the_true_labels_and_one_sample_identifies_noth
     assert fam.console(section).endswith("identifiability not meaningful (one sample per "
                                          "client)")
     (_, table) = fam.report(section)
-    assert table.rows[0][6] == "– (1 sample per client)"
+    assert table.rows[0][7] == "– (1 sample per client)"
 
 
 def test_the_console_shows_leakage_across_training():

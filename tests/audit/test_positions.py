@@ -10,7 +10,7 @@ import torch
 
 from attacks.membership import evaluate_attacks
 from attacks.membership.reference_signals import ReferenceSignals
-from fedaudit.audit.stages.positions import attack_positions
+from fedaudit.audit.stages.positions import Evidence, attack_positions, membership_verdict
 from fedaudit.audit.targets.base import selected_rounds as _selected
 from fedaudit.config import load_scenario
 from fedaudit.metrics import MembershipMetrics
@@ -96,9 +96,10 @@ def _m(auc, tpr=0.0):
 
 
 def test_attack_positions_pick_each_positions_best_method():
-    outsider = {"loss": _m(0.6, 0.01), "entropy": _m(0.62, 0.0), "rmia": None}
-    rounds = [(1, {"loss": _m(0.75, 0.2)}), (2, {"loss": _m(0.7, 0.1)}), (3, {"loss": None})]
-    server = {"loss": _m(0.65), "fedmia": _m(0.8)}
+    outsider = Evidence({"loss": _m(0.6, 0.01), "entropy": _m(0.62, 0.0), "rmia": None})
+    rounds = [(1, Evidence({"loss": _m(0.75, 0.2)})), (2, Evidence({"loss": _m(0.7, 0.1)})),
+              (3, Evidence({"loss": None}))]
+    server = Evidence({"loss": _m(0.65), "fedmia": _m(0.8)})
     rows = {r["position"]: r for r in attack_positions(outsider, rounds, server)}
     assert (rows["outsider"]["best_method"], rows["outsider"]["auc"]) == ("entropy", 0.62)
     assert rows["outsider"]["target"] == "final global model"
@@ -112,9 +113,9 @@ def test_attack_positions_pick_each_positions_best_method():
     assert (rows["curious server"]["best_method"], rows["curious server"]["auc"]) == \
         ("fedmia", 0.8)
     # ties: the first method listed; a position with nothing attacked has no row
-    tied = attack_positions({"loss": _m(0.6), "confidence": _m(0.6)}, [], None)
+    tied = attack_positions(Evidence({"loss": _m(0.6), "confidence": _m(0.6)}), [], None)
     assert [(r["position"], r["best_method"]) for r in tied] == [("outsider", "loss")]
-    assert attack_positions(None, [], {}) == []
+    assert attack_positions(None, [], Evidence({})) == []
 
 
 def test_fedmia_only_for_the_server_view():
@@ -173,9 +174,32 @@ def test_positions_carry_the_best_methods_interval_and_verdicts_when_measured():
     members = np.repeat([1, 0], 100)
     strong = MembershipMetrics.of(np.r_[g.normal(1, 1, 100), g.normal(0, 1, 100)], members)
     weak = MembershipMetrics.of(g.normal(size=200), members)
-    (row,) = attack_positions({"loss": weak, "entropy": strong}, [], None)
+    (row,) = attack_positions(Evidence({"loss": weak, "entropy": strong}), [], None)
     assert row["best_method"] == "entropy"
     assert row["auc_ci"] == list(strong.auc_ci) and row["verdict"] == strong.verdicts()
-    assert row["verdict"]["auc"] == "above chance"
-    (bare,) = attack_positions({"loss": MembershipMetrics(0.6, 0.1, 0.0, 0.5, 0.01)}, [], None)
-    assert "auc_ci" not in bare and "verdict" not in bare
+    assert row["verdict"]["auc"] == "leaks"
+    # the cell's verdict looked at both methods: Holm over 2
+    cell = row["cell_verdict"]
+    assert cell["outcome"] == "leaks" and cell["tests"] == 2
+    assert cell["deciding"]["attack"] == "entropy"
+    (bare,) = attack_positions(Evidence({"loss": MembershipMetrics(0.6, 0.1, 0.0, 0.5, 0.01)}),
+                               [], None)
+    assert "auc_ci" not in bare and "verdict" not in bare and "cell_verdict" not in bare
+
+
+def test_the_most_exposed_client_decides_a_position_the_pooled_figure_hides():
+    """Nine clients of 200 samples at chance and one of 40 whose members all outscore its
+    non-members: the pooled AUC (over 1,840 samples) is near 0.5, the client's exact test
+    (p = 1 / C(40, 20)) survives Holm over the 11 estimates, and the cell leaks there."""
+    g = np.random.default_rng(1)
+    per = [MembershipMetrics.of(g.normal(size=200), np.repeat([1, 0], 100)) for _ in range(9)]
+    exposed = MembershipMetrics.of(np.r_[g.uniform(1, 2, 20), g.uniform(0, 1, 20)],
+                                   np.repeat([1, 0], 20))
+    pooled = MembershipMetrics.of(g.normal(size=1840), np.repeat([1, 0], 920))
+    verdict = membership_verdict(Evidence({"loss": pooled}, {"loss": [*per, exposed]}))
+    assert verdict.outcome == "leaks" and len(verdict.estimates) == 11
+    assert verdict.worst_client().scope == "client 9"
+    assert verdict.as_dict()["leaking_clients"] == 1
+    # without the exposed client nothing leaks, and the small clients keep it inconclusive
+    calm = membership_verdict(Evidence({"loss": pooled}, {"loss": per}))
+    assert calm.outcome in ("inconclusive", "no leak beyond delta")

@@ -67,18 +67,44 @@ def test_an_explicit_device_is_kept():
     assert job_device(s, on_actors=True) == "cpu"
 
 
-def test_pooled_label_leakage_has_the_samples_interval():
-    """Two cases: 3 of 4 and 4 of 4 labels recovered -> the mean of the case accuracies
-    (0.875), and 7 of 8 samples with Clopper-Pearson's interval on them."""
-    from attacks.label_leakage.family import pooled_labels as _pooled_labels
-    from fedaudit.intervals import clopper_pearson
+def test_pooled_label_leakage_is_clustered_by_client_and_judged_on_the_worst():
+    """Four clients of 4 samples of 4 distinct classes out of 10 (uniform prior: the
+    data-free guess is classes 0-3), each guessed exactly.  Client 0 holds 0-3 (the guess
+    is the data-free one: d = 0), client 1 holds 4-7 (d = 4 - 0), clients 2 and 3 hold
+    8, 9, 0, 1 and 2-5 (d = 4 - 2).  Shares 16/16 and 8/16; the difference's cluster
+    totals (0, 4, 2, 2) over 4 samples each give theta = 1/2, Var = 4/3 (2^2 + 2^2) / 16^2
+    on 3 df.  No overdispersion (X^2 = 24 < K (C - 1) = 36).  Client 1's labels are 4
+    given distinct classes with probability 4! / 10^4 = 0.0024 under the prior: times 5
+    for Holm, 0.012, a leak."""
+    import numpy as np
+    from scipy.stats import t
 
-    out = _pooled_labels([(0.75, 2, 3, 4, 1.25), (1.0, 0, 4, 4, 0.75)])
-    ci = clopper_pearson(7, 8)  # [0.473, 0.997]: above the chance level of 2 of 8
-    assert out == {"label_accuracy": 0.875, "count_error": 1.0, "cases": 2, "labels": 8,
-                   "labels_recovered": 7, "label_accuracy_ci": list(ci),
-                   "chance_accuracy": 0.25, "verdict": "above chance"}
-    assert _pooled_labels([]) == {"label_accuracy": None, "count_error": None, "cases": 0}
+    from attacks.label_leakage.baseline import LabelCase, data_free_guess
+    from attacks.label_leakage.family import pooled_labels as _pooled_labels
+
+    prior = np.full(10, 0.1)
+    base = data_free_guess(4, prior)
+    held = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1], [2, 3, 4, 5]]
+    cases = []
+    for k, classes in enumerate(held):
+        true = np.bincount(classes, minlength=10)
+        cases.append(LabelCase(k, true.copy(), base, true))
+    out = _pooled_labels(cases, prior)
+    assert (out["labels"], out["labels_recovered"], out["chance_recovered"]) == (16, 16, 8)
+    assert out["label_accuracy"] == 1.0 and out["count_error"] == 0.0
+    assert out["chance_accuracy"] == 0.5 and out["difference"] == 0.5
+    assert out["overdispersion"] == 0.0
+    half = t.ppf(0.975, 3) * np.sqrt(4 / 3 * 8 / 256)
+    assert out["difference_ci"] == pytest.approx([0.5 - half, 1.0])  # cut at 1
+    d = out["verdict_detail"]
+    assert out["verdict"] == "leaks" and d["tests"] == 5
+    worst = d["worst_client"]
+    assert worst["scope"] == "client 1" and worst["p_adjusted"] < 0.025
+    # Monte Carlo: within 5 standard errors of 0.0024
+    assert abs(worst["p_above"] - 0.0024) < 5 * np.sqrt(0.0024 / 20000) + 1 / 20000
+    assert d["clients"] == 4 and d["leaking_clients"] >= 1
+    assert _pooled_labels([], prior) == {"label_accuracy": None, "count_error": None,
+                                         "cases": 0}
 
 
 def test_an_old_scenario_file_gets_one_line_saying_what_moved(tmp_path):

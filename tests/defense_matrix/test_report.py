@@ -12,10 +12,15 @@ def _cell(figure=None, verdict=None, status="measured", interval=None):
 
 
 def test_cells_are_coloured_by_what_they_say_not_by_their_value():
+    assert cell_class(_cell(0.51, "leaks")) == "leak"
+    assert cell_class(_cell(0.2, "leaks (inverted score)")) == "leak"  # the score, flipped
+    assert cell_class(_cell(0.52, "no leak beyond delta")) == "safe"
+    assert cell_class(_cell(0.9, "inconclusive")) == "inc"  # never painted safe
+    # a matrix made before the four outcomes: above chance was a leak, nothing was safe
     assert cell_class(_cell(0.51, "above chance")) == "leak"
-    assert cell_class(_cell(0.9, "not distinguishable from chance")) == "safe"
-    assert cell_class(_cell(0.2, "below chance")) == "safe"
-    assert cell_class(_cell(30.0)) == "meas"  # a PSNR: no chance test
+    assert cell_class(_cell(0.9, "not distinguishable from chance")) == "inc"
+    assert cell_class(_cell(0.2, "below chance")) == "inc"
+    assert cell_class(_cell(30.0)) == "meas"  # a figure with no test
     assert cell_class(_cell(status="not possible")) == "np"
     assert cell_class(_cell(status="not measured")) == "nm"
 

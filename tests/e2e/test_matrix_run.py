@@ -32,9 +32,18 @@ def test_the_matrix_of_two_defenses_and_its_resume(tmp_path, capsys):
     each = "curious server (each update)"
     # plain FedAvg: the server sees each update; the digits are rebuilt near-exactly
     assert none["cells"][each]["label leakage"]["figure"] == 1.0
-    assert none["cells"][each]["label leakage"]["verdict"] == "above chance"
+    assert none["cells"][each]["label leakage"]["verdict"] == "leaks"
     assert none["cells"][each]["reconstruction"]["figure"] > 30.0
+    assert none["cells"][each]["reconstruction"]["verdict"] == "leaks"
     assert none["cells"][each]["membership"]["chance"] == 0.5
+    # 16 members against 16 non-members on a model at chance: the experiment could not
+    # have seen an AUC of 0.75, so nothing is painted safe
+    for pos in ("outsider", "insider", each):
+        cell = none["cells"][pos]["membership"]
+        assert cell["verdict"] == "inconclusive", (pos, cell)
+        assert cell["detail"]["summary"].startswith("inconclusive")
+    assert none["cells"]["outsider"]["membership"]["detail"]["unit"] == "sample"
+    assert none["cells"][each]["membership"]["detail"]["unit"] == "client"
     # SecAgg+ hides each update; the round's aggregate still gives its label counts, to
     # the server and to every client
     assert all(c["status"] == "not possible" for f, c in secagg["cells"][each].items()

@@ -36,9 +36,29 @@ def test_the_section_prints_the_interval_and_the_spread():
          "ssim_sd": 0.125, "prior_ssim": 0.2, "identifiability": 0.75,
          "label_accuracy": 1.0})))
     cells = _cells(html)
-    assert cells[:6] == ["bias-count", "2", "88%", "88% [47%, 100%]", "25% (above chance)",
-                         "1.00"]
-    assert cells[6:11] == ["inverting-gradients", "16", "20.2 ± 3.5", "0", "0.500 ± 0.125"]
+    # a run made before the data-free guess: its chance level and verdict as it wrote them
+    assert cells[:8] == ["bias-count", "2", "88%", "88% [47%, 100%]", "25%", "–",
+                         "above chance", "1.00"]
+    assert cells[8:13] == ["inverting-gradients", "16", "20.2 ± 3.5", "0", "0.500 ± 0.125"]
+
+
+def test_the_section_prints_the_verdicts_and_what_decided_them():
+    detail = {"summary": "leaks (client 0), p = 0.0012 after Holm over 3"}
+    html = section_reconstruction(SimpleNamespace(results=_results(
+        {"cases": 2, "label_accuracy": 0.875, "count_error": 1.0, "labels": 8,
+         "labels_recovered": 7, "label_accuracy_ci": [0.5, 1.0], "chance_accuracy": 0.375,
+         "difference": 0.5, "difference_ci": [-0.29, 1.0], "verdict": "leaks",
+         "verdict_detail": detail},
+        {"samples": 16, "psnr": 20.25, "exact": 0, "ssim": 0.5, "prior_ssim": 0.2,
+         "ssim_gain": 0.3, "ssim_gain_ci": [0.1, 0.5], "identifiability": 0.75,
+         "label_accuracy": 1.0, "verdict": "inconclusive",
+         "verdict_detail": {"summary": "inconclusive (about 9 clients would resolve it, 2 now)"}
+         })))
+    cells = _cells(html)
+    assert cells[4:7] == ["38%", "+50 pts [-29, +100]", detail["summary"]]
+    assert cells[8:] == ["inverting-gradients", "16", "20.2", "0", "0.500", "0.200",
+                         "+0.300 [+0.100, +0.500]", "75%", "100%",
+                         "inconclusive (about 9 clients would resolve it, 2 now)"]
 
 
 def test_an_older_runs_entries_print_the_numbers_alone():
@@ -47,8 +67,8 @@ def test_an_older_runs_entries_print_the_numbers_alone():
         {"samples": 16, "psnr": 20.25, "exact": 0, "ssim": 0.5, "prior_ssim": 0.2,
          "identifiability": 0.75, "label_accuracy": 1.0})))
     cells = _cells(html)
-    assert cells[:6] == ["bias-count", "2", "88%", "–", "–", "1.00"]
-    assert cells[6:11] == ["inverting-gradients", "16", "20.2", "0", "0.500"]
+    assert cells[:8] == ["bias-count", "2", "88%", "–", "–", "–", "–", "1.00"]
+    assert cells[8:13] == ["inverting-gradients", "16", "20.2", "0", "0.500"]
 
 
 def _reconstruction_rows(rounds: list[int], client: int, n: int) -> dict[str, np.ndarray]:

@@ -110,6 +110,49 @@ def test_the_malicious_server_s_membership_cell():
                                                             "verdict": {"auc": "above chance"}},
                                      "passive": {"auc": 0.63}}}
     cell = threat_matrix(results)["malicious server"]["membership"]
-    assert cell.status == MEASURED and cell.figure == 0.674 and cell.verdict == "above chance"
+    # a run made before the four outcomes: above chance read as a leak
+    assert cell.status == MEASURED and cell.figure == 0.674 and cell.verdict == "leaks"
     assert cell.text == "AUC 0.674 [0.577, 0.770] (gradient ascent, round 3); passive 0.630"
     assert threat_matrix({})["malicious server"]["membership"].status == NOT_MEASURED
+
+
+def test_the_active_attack_is_compared_with_the_honest_same_round_paired():
+    """The cell prefers the paired comparison with the honest server's same round, and
+    says what the gain's verdict means."""
+    gain = {"auc_gain": 0.014, "auc_gain_ci": [-0.02, 0.048], "verdict": "no leak beyond delta",
+            "verdict_detail": {"summary": "no leak beyond delta 0.05"}}
+    results = {"active_membership": {
+        "round": 10, "active": {"auc": 0.561, "auc_ci": [0.51, 0.61]},
+        "verdict_detail": {"outcome": "leaks", "summary": "leaks, p = 0.01"},
+        "paired": {"honest_same_round": gain,
+                   "previous_round": {**gain, "auc_gain": 0.5}}}}
+    cell = threat_matrix(results)["malicious server"]["membership"]
+    assert cell.verdict == "leaks" and cell.detail["summary"] == "leaks, p = 0.01"
+    assert cell.text.endswith("over the honest server's round 10 (paired): +0.014 [-0.020, "
+                              "+0.048], adds at most 0.05")
+
+
+def test_paired_delong_against_its_definition():
+    """DeLong's paired variance from the O(m n) placements of two correlated scores, and
+    an attack compared with itself: a zero difference with a zero variance."""
+    from fedaudit.verdicts.paired import paired_auc_difference
+
+    g = np.random.default_rng(3)
+    members = np.repeat([1, 0], [30, 40])
+    a = g.normal(size=70) + 0.8 * members
+    b = a + g.normal(scale=0.7, size=70)
+
+    def placements(s):
+        x, y = s[members == 1], s[members == 0]
+        psi = (x[:, None] > y[None, :]) + 0.5 * (x[:, None] == y[None, :])
+        return psi.mean(axis=1), psi.mean(axis=0)
+
+    (a10, a01), (b10, b01) = placements(a), placements(b)
+    var = (np.var(a10 - b10, ddof=1) / 30 + np.var(a01 - b01, ddof=1) / 40)
+    est = paired_auc_difference(a, b, members)
+    # the variance of a difference equals the paired formula's: float64 on O(1) values
+    assert est.figure == pytest.approx(a10.mean() - b10.mean(), abs=1e-14)
+    half = 1.959963984540054 * np.sqrt(var)
+    assert est.interval == pytest.approx((est.figure - half, est.figure + half), abs=1e-12)
+    same = paired_auc_difference(a, a, members)
+    assert same.figure == 0.0 and same.interval == (0.0, 0.0) and same.p_above == 1.0

@@ -9,7 +9,13 @@ score for the same targets on the honest aggregate before, ``-loss(theta_{r-1})`
 LOSS attack).  Both as the AUC /
 TPR at low FPR with their intervals and verdicts (:class:`fedaudit.metrics.MembershipMetrics`,
 the targets drawn from the clients' samples being the members); results.json
-``active_membership``.  It reads only the aggregate, so SecAgg+ does not stop it.  Where the
+``active_membership``.  Does the ascent add anything?  ``paired``: DeLong's paired test of
+the active AUC against a passive one on the same targets
+(:func:`fedaudit.verdicts.paired.paired_auc_difference`) -- against the honest server's
+aggregate of the *same* round, ``-loss(theta_r^honest)``, where the run knows the honest
+run of its federation (``fedaudit matrix``'s main run: :attr:`AuditContext.counterfactual`,
+used when its model before round r equals this run's bit for bit), and against the round
+before in any case (one round less of member training: a weaker baseline).  It reads only the aggregate, so SecAgg+ does not stop it.  Where the
 aggregation shows each update, ``each_update`` also scores a target by its lowest loss
 under any one client's model of the round (Nasr et al.'s server that isolates each
 participant; the
@@ -26,11 +32,48 @@ import torch
 
 from fedaudit.audit.context import AuditContext
 from fedaudit.audit.stages.base import Stage, register_stage
-from fedaudit.metrics import MembershipMetrics
+from fedaudit.metrics import MEMBERSHIP_RULE, MembershipMetrics
 from fedaudit.servers import server_of
 from fedaudit.servers.active_membership import GradientAscentServer, targets_of
+from fedaudit.verdicts import Rule, decide
+from fedaudit.verdicts.paired import paired_auc_difference
 
-__all__ = ["ActiveMembership", "target_losses"]
+__all__ = ["ActiveMembership", "GAIN_RULE", "target_losses"]
+
+#: the active attack's gain over a passive one on the same targets: an AUC gain within 0.05
+#: is "adds at most 0.05"; a gain significantly above 0 is what the ascent adds
+GAIN_RULE = Rule(delta=0.05, two_sided=False, figure="AUC gain over the passive attack")
+
+
+def _honest_round(ctx: AuditContext, round_: int, ids: np.ndarray
+                  ) -> tuple[np.ndarray | None, str | None]:
+    """The targets' losses under the honest server's aggregate of ``round_``, from the
+    counterfactual run (None and why not when there is none, or when its model before the
+    round differs from this run's: not the same federation)."""
+    from fedaudit.rundir import load_checkpoint
+    from fedaudit.rundir.layout import checkpoint_path
+
+    if ctx.counterfactual is None:
+        return None, ("no honest run of this federation was given (fedaudit matrix gives its "
+                      "main run): the active attack is compared with the round before only")
+    before, after = (checkpoint_path(ctx.counterfactual, r) for r in (round_ - 1, round_))
+    if not (before.is_file() and after.is_file()):
+        return None, (f"the honest run {ctx.counterfactual} has no checkpoint of rounds "
+                      f"{round_ - 1} and {round_}")
+    mine, theirs = ctx.trajectory.state(round_ - 1), load_checkpoint(before)
+    if mine.keys() != theirs.keys() or any(not torch.equal(mine[k], theirs[k]) for k in mine):
+        return None, (f"the honest run's model after round {round_ - 1} differs from this "
+                      "run's: not the same federation, no paired comparison with it")
+    return target_losses(ctx, load_checkpoint(after), ids), None
+
+
+def _gain(active: np.ndarray, passive: np.ndarray, member: np.ndarray) -> dict[str, Any]:
+    """The paired comparison of the active scores with passive ones (module docstring)."""
+    est = paired_auc_difference(active, passive, member)
+    v = decide(GAIN_RULE, est)
+    return {"auc_gain": est.figure, "auc_gain_ci": list(est.interval),
+            "p_above": est.p_above, "p_below": est.p_below, "test": est.method,
+            "verdict": v.outcome, "verdict_detail": v.as_dict()}
 
 
 def target_losses(ctx: AuditContext, state: dict[str, torch.Tensor], ids: np.ndarray
@@ -106,6 +149,9 @@ class ActiveMembership(Stage):
         active, passive = -losses["after"], -losses["before"]
         lowest = {"active": _lowest_loss(ctx, r, ids), "passive": _lowest_loss(ctx, r - 1, ids)}
         each = {k: None if v is None else -v for k, v in lowest.items()}
+        honest_losses, why_not = _honest_round(ctx, r, ids)
+        active_metrics = MembershipMetrics.of(active, member)
+        cell = decide(MEMBERSHIP_RULE, active_metrics.auc_test)
         out: dict[str, Any] = {
             "attack": "gradient ascent (Nasr et al. 2019)",
             "threat_model": dict(server.threat_model),
@@ -113,13 +159,20 @@ class ActiveMembership(Stage):
             "targets": int(len(ids)), "members": int(member.sum()), "ascent": t["ascent"],
             "steps": t["steps"],
             "loss_rise": float(np.mean(losses["sent"] - losses["before"])),
-            "active": MembershipMetrics.of(active, member).as_dict(),
+            "active": active_metrics.as_dict(),
             "passive": MembershipMetrics.of(passive, member).as_dict(),
+            "honest_same_round": (None if honest_losses is None
+                                  else MembershipMetrics.of(-honest_losses, member).as_dict()),
+            "paired": {"honest_same_round": (None if honest_losses is None
+                                             else _gain(active, -honest_losses, member)),
+                       "previous_round": _gain(active, passive, member)},
+            "cell_verdict": cell.outcome, "verdict_detail": cell.as_dict(),
             "mean_loss_after": {"members": float(losses["after"][member].mean()),
                                 "non_members": float(losses["after"][~member].mean())},
             "each_update": {k: None if v is None else MembershipMetrics.of(v, member).as_dict()
                             for k, v in each.items()},
-            "seconds": time.perf_counter() - t0, "notes": []}
+            "seconds": time.perf_counter() - t0,
+            "notes": [why_not] if why_not else []}
         for k, v in each.items():
             if v is None and _sees_updates(ctx.scenario):
                 out["notes"].append(f"each update, {k}: the client models of its round were "

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from attacks.label_leakage.baseline import class_prior
 from attacks.update_family import (AGGREGATE_CLIENT, ON_VIEWS, CaseTruth, JobSpec, Scoring,
                                    UpdateAttackFamily, enabled_families, families)
 from fedaudit.audit.context import AuditContext, Trajectory
@@ -159,6 +160,8 @@ class UpdateAttacks(Stage):
         results, cached, failed = _run_jobs(ctx, runner, jobs + more)
         seconds = time.perf_counter() - t0  # every family's jobs run together
         prior = ctx.data.x[ctx.data.train].mean(axis=0)
+        # what the server knows of a client's labels without its update
+        labels_prior = class_prior(ctx.data.y[ctx.data.auxiliary], ctx.data.num_classes)
         by_round = {r.round: r for r in rounds}
         for p in plans:
             f = p.family
@@ -171,7 +174,7 @@ class UpdateAttacks(Stage):
                     methods=list(p.table["methods"]),
                     truths=[_truth(ctx.data, r, by_round) for r in mine],
                     num_classes=ctx.data.num_classes, prior=prior, settings=p.settings,
-                    device=device, inputs=p.inputs))
+                    device=device, inputs=p.inputs, class_prior=labels_prior))
                 if scored.arrays is not None and f.file:
                     name = f.file if view == "updates" else aggregate_file(f.file)
                     atomic_save_npz(ctx.run_dir / name, **scored.arrays)

@@ -129,7 +129,7 @@ class ClientModels(TargetKind):
                 if server_view(m):
                     combined[c].append(o.scores)
         server = [m for m in cfg.methods if server_view(m)]
-        pooled: dict[str, tuple[list, list]] = {}
+        pooled: dict[str, tuple[list, list, list]] = {}
         clients = []
         for c, s in enumerate(ctx.sets):
             mean = None
@@ -139,14 +139,18 @@ class ClientModels(TargetKind):
             clients.append(ClientView(c, rounds[c], None if mean is None
                                       else MembershipMetrics.of(mean, s.member)))
             for m, sc in last[c].items():
-                pooled.setdefault(m, ([], []))
+                pooled.setdefault(m, ([], [], []))
                 pooled[m][0].append(sc)
                 pooled[m][1].append(s.member)
+                pooled[m][2].append(np.full(len(sc), c))
+        # each client's model scores its own set (non-members shared between clients):
+        # the pooled AUC's unit of independence is the client (fedaudit.verdicts.auc)
         ctx.server_view = ServerView(
             cfg.rounds if isinstance(cfg.rounds, str) else list(cfg.rounds),
             get_defense(ctx.scenario.defense.kind).server_sees, tuple(clients),
-            {m: MembershipMetrics.of(np.concatenate(sc), np.concatenate(mm))
-             for m, (sc, mm) in pooled.items()},
+            {m: MembershipMetrics.of(np.concatenate(sc), np.concatenate(mm),
+                                     clusters=np.concatenate(cl))
+             for m, (sc, mm, cl) in pooled.items()},
             tuple(ctx.notes.get(self.name, [])))
         ctx.results["server_view"] = ctx.server_view.as_dict()
         order = sorted(range(len(results)), key=lambda i: results[i].target.client)
