@@ -73,13 +73,16 @@ def test_a_perfect_ranking_of_three_against_three_is_not_a_leak():
     # 2 vs 2: p = 1/6
     assert auc_estimate(np.array([4.0, 3, 2, 1]), np.array([1, 1, 0, 0])).p_above == \
         pytest.approx(1 / 6)
-    # with 50 of each class DeLong's interval and normal p-values, as before
+    # with 50 of each class DeLong's interval, as before, and the Mann-Whitney test's normal
+    # approximation: U = AUC m n, mean m n / 2, variance m n (m + n + 1) / 12 without ties,
+    # continuity-corrected
     g = np.random.default_rng(0)
     s, mem = g.normal(size=100), np.repeat([1, 0], 50)
     big = auc_estimate(s, mem)
-    assert big.method == "DeLong" and big.interval == auc_interval(s, mem)
-    z = (big.figure - 0.5) / ((big.interval[1] - big.interval[0]) / 2 / 1.959963984540054)
-    assert big.p_above == pytest.approx(stats.norm.sf(z), rel=1e-9)
+    assert big.method.endswith("DeLong's interval") and big.interval == auc_interval(s, mem)
+    u, sd = big.figure * 2500, math.sqrt(2500 * 101 / 12)
+    assert big.p_above == pytest.approx(stats.norm.sf((u - 1250 - 0.5) / sd), rel=1e-9)
+    assert big.p_below == pytest.approx(stats.norm.cdf((u - 1250 + 0.5) / sd), rel=1e-9)
 
 
 @pytest.mark.parametrize("auc, m, n", [(1.0, 3, 3), (0.5, 3, 3), (0.8, 10, 12), (0.0, 4, 6),
