@@ -47,7 +47,11 @@ def run_one(name: str, overrides: list[str]) -> dict:
         seconds = time.perf_counter() - t0
     a = res["active_membership"]
     each = a.get("each_update") or {}
+    gain = (a.get("paired") or {}).get("previous_round") or {}
     return {"setting": name, "active": _auc(a["active"]), "passive": _auc(a["passive"]),
+            "verdict": (a.get("verdict_detail") or {}).get("summary"),
+            "gain_over_round_before": (gain.get("auc_gain"), gain.get("auc_gain_ci")),
+            "gain_verdict": (gain.get("verdict_detail") or {}).get("summary"),
             "each_active": _auc(each.get("active")), "each_passive": _auc(each.get("passive")),
             "loss_rise": a["loss_rise"], "mean_loss_after": a["mean_loss_after"],
             "test_accuracy": res["model"]["test_accuracy"],
@@ -81,11 +85,15 @@ def main(argv=None) -> None:
             with open(args.out, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
     t = Table(title="active membership inference (gradient ascent), AUC [95% CI]")
-    for col in ("setting", "active, aggregate", "passive, aggregate", "active, each update",
+    for col in ("setting", "active, aggregate", "verdict", "passive, aggregate",
+                "gain over the round before (paired)", "active, each update",
                 "passive, each update", "loss rise", "test acc"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["setting"], _fmt(r["active"]), _fmt(r["passive"]), _fmt(r["each_active"]),
+        g, ci = r["gain_over_round_before"]
+        gain = "–" if g is None else f"{g:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+        t.add_row(r["setting"], _fmt(r["active"]), str(r["verdict"]), _fmt(r["passive"]),
+                  f"{gain}, {r['gain_verdict']}", _fmt(r["each_active"]),
                   _fmt(r["each_passive"]), f"{r['loss_rise']:.3f}", f"{r['test_accuracy']:.3f}")
     Console().print(t)
 

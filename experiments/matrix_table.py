@@ -14,9 +14,14 @@ from pathlib import Path
 
 
 def _text(cell: dict | None) -> str:
+    """A cell's figure and its verdict: the verdict's summary (what decided it, or what
+    would resolve it), else its word."""
     if cell is None:
         return "-"
-    return cell["text"] if cell["status"] == "measured" else cell["status"]
+    if cell["status"] != "measured":
+        return cell["status"]
+    summary = (cell.get("detail") or {}).get("summary") or cell.get("verdict")
+    return cell["text"] + (f" (**{summary}**)" if summary else "")
 
 
 def tables(doc: dict) -> str:

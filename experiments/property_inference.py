@@ -51,7 +51,9 @@ def run_one(name: str, overrides: list[str]) -> dict:
     sec = res["property_inference"]
     p = sec["pooled"]["bpc"]
     return {"setting": name, "auc": p.get("auc"), "auc_ci": p.get("auc_ci"),
-            "verdict": (p.get("verdict") or {}).get("auc"),
+            "verdict": p.get("cell_verdict") or (p.get("verdict") or {}).get("auc"),
+            "summary": (p.get("verdict_detail") or {}).get("summary"),
+            "why": p.get("why"),
             "tpr_at_1pct_fpr": p.get("tpr_at_1pct_fpr"),
             "updates": sec["updates"], "with_property": sec["updates_with_property"],
             "sample_rate": sec["sample_rate"], "aux_rate": sec["aux_rate"],
@@ -86,7 +88,8 @@ def main(argv=None) -> None:
         ci = r["auc_ci"]
         auc = "–" if r["auc"] is None else (f"{r['auc']:.3f}" + (
             f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
-        t.add_row(r["setting"], auc, str(r["verdict"]), f"{r['updates']} ({r['with_property']})",
+        t.add_row(r["setting"], auc, str(r["summary"] or r["verdict"] or r["why"]),
+                  f"{r['updates']} ({r['with_property']})",
                   f"{r['test_accuracy']:.3f}", str(r["epsilon"]), f"{r['seconds']:.0f}")
     Console().print(t)
 

@@ -273,12 +273,10 @@ def _summary(results: dict, seconds: float) -> None:
                       f"aggregation): {mal['near_exact']} of {mal['samples']} samples of round "
                       f"{mal['round']} read back near-exactly ({mal['share']:.0%}; expected "
                       f"{mal['expected_share']:.0%})", highlight=False)
-    act = results.get("active_membership")
-    if act:
-        a, p = act["active"], act["passive"]
-        console.print(f"malicious server (gradient ascent, round {act['round']}, "
-                      f"{act['aggregation']} aggregation): AUC {a['auc']:.3f} on "
-                      f"{act['targets']} targets, passive {p['auc']:.3f}", highlight=False)
+    if results.get("active_membership"):
+        from fedaudit.report.console import active_membership_line
+
+        console.print(active_membership_line(results["active_membership"]), highlight=False)
     if results.get("attacks"):
         console.print(membership_table(results["attacks"]))
     quant = results.get("quantization") or []

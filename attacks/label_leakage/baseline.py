@@ -20,6 +20,10 @@ labels: they are independent of its guess.  Conditional on the guesses, the stat
 -- one draw per client, shared by its rounds when its samples are the same in each, so
 that a client's rounds are one unit, not several -- estimated from :data:`DRAWS` seeded
 draws: ``p = (1 + #{S* >= S}) / (DRAWS + 1)``, per client and pooled over the clients.
+A client's interval (one client holds no replication to estimate one from) is the shift
+model's: its share minus the null draws' spread (:meth:`NullTest.interval`), wide for a
+client of 4 labels, narrow for one of 500: "no leak beyond delta" must hold for each
+client too.
 
 The fresh labels are those of a client like the federation's: Dirichlet-multinomial,
 ``T ~ Multinomial(n, p)``, ``p ~ Dirichlet((1 / rho - 1) pi)``, with the prior as mean and
@@ -39,8 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["DRAWS", "LabelCase", "class_prior", "data_free_guess", "null_pvalues",
-           "overdispersion"]
+__all__ = ["DRAWS", "LabelCase", "NullTest", "class_prior", "data_free_guess",
+           "null_pvalues", "overdispersion"]
 
 #: seeded draws of the conditional null (the smallest p-value is 1 / 20,000)
 DRAWS = 19_999
@@ -152,17 +156,37 @@ def _client_null(cases: Sequence[LabelCase], prior: np.ndarray, rho: float,
     return out
 
 
-def _p(null: np.ndarray, observed: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class NullTest:
+    """One statistic ``S = sum_u d_u`` against its null draws: the one-sided p-values, the
+    labels the statistic sums over, and the null draws' spread around their mean, the 2.5 %
+    and 97.5 % quantiles of ``S* - mean(S*)`` (in labels)."""
+
+    p_above: float
+    p_below: float
+    labels: int
+    spread: tuple[float, float]
+
+    def interval(self, share: float) -> tuple[float, float]:
+        """A 95 % interval of the share ``S / labels`` under a shift model: the share minus
+        the null spread, ``[share - q97.5 / labels, share - q2.5 / labels]`` -- the
+        sampling of a client's labels as the null draws them, around what the attack
+        recovered (an approximation: an attack that reads the update may vary less)."""
+        return share - self.spread[1] / self.labels, share - self.spread[0] / self.labels
+
+
+def _test(null: np.ndarray, observed: int, labels: int) -> NullTest:
     b = len(null) + 1
-    return float((1 + (null >= observed).sum()) / b), float((1 + (null <= observed).sum()) / b)
+    lo, hi = np.quantile(null - null.mean(), [0.025, 0.975])
+    return NullTest(float((1 + (null >= observed).sum()) / b),
+                    float((1 + (null <= observed).sum()) / b), labels, (float(lo), float(hi)))
 
 
 def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
-                 ) -> tuple[tuple[float, float], dict[int, tuple[float, float]], float]:
-    """The conditional test of the module docstring: ``((p_above, p_below) pooled,
-    {client: (p_above, p_below)}, rho)``, each one-sided p of the statistic ``sum_u d_u``
-    against its null draws, and the overdispersion the draws used.  Each client's draws
-    come from its own seeded stream."""
+                 ) -> tuple[NullTest, dict[int, NullTest], float]:
+    """The conditional test of the module docstring: the pooled :class:`NullTest`, one per
+    client, each of the statistic ``sum_u d_u`` against its null draws, and the
+    overdispersion the draws used.  Each client's draws come from its own seeded stream."""
     p = _check_prior(prior)
     if not cases:
         raise ValueError("no cases")
@@ -175,9 +199,12 @@ def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
         by_client.setdefault(c.client, []).append(c)
     rho = overdispersion([mine[0].true for mine in by_client.values()], p)
     total = np.zeros(DRAWS, dtype=np.int64)
-    per: dict[int, tuple[float, float]] = {}
+    per: dict[int, NullTest] = {}
     for k, mine in sorted(by_client.items()):
         null = _client_null(mine, p, rho, np.random.default_rng([SEED, k + 2]))
-        per[k] = _p(null, sum(c.difference for c in mine))
+        per[k] = _test(null, sum(c.difference for c in mine),
+                       sum(int(c.true.sum()) for c in mine))
         total += null
-    return _p(total, sum(c.difference for c in cases)), per, rho
+    pooled = _test(total, sum(c.difference for c in cases),
+                   sum(int(c.true.sum()) for c in cases))
+    return pooled, per, rho

@@ -63,16 +63,17 @@ def pooled_labels(cases: Sequence[LabelCase], prior: np.ndarray) -> dict[str, An
     chance = clustered_ratio(base, n, clients, chance=0.0, unit="client", bounds=(0.0, 1.0))
     diff = clustered_ratio(hits - base, n, clients, chance=0.0, unit="client",
                            bounds=(-1.0, 1.0))
-    (up, down), per, rho = null_pvalues(cases, prior)
-    headline = Estimate(diff.figure, diff.interval, 0.0, up, down,
-                        f"{TEST}; {diff.method}", "client", diff.units)
+    pooled_test, per, rho = null_pvalues(cases, prior)
+    headline = Estimate(diff.figure, diff.interval, 0.0, pooled_test.p_above,
+                        pooled_test.p_below, f"{TEST}; {diff.method}", "client", diff.units)
     others = []
     if len(per) > 1:  # one client's test is the pooled test
-        for k, (pk_up, pk_down) in per.items():
+        for k, t in per.items():
             sel = clients == k
-            others.append(Estimate(float((hits[sel] - base[sel]).sum() / n[sel].sum()), None,
-                                   0.0, pk_up, pk_down, TEST, "client", 1,
-                                   scope=f"client {k}"))
+            gain = float((hits[sel] - base[sel]).sum() / n[sel].sum())
+            others.append(Estimate(gain, t.interval(gain), 0.0, t.p_above, t.p_below,
+                                   f"{TEST}; the shift model's interval", "label",
+                                   t.labels, scope=f"client {k}"))
     verdict = decide(RULE, headline, others)
     out.update(labels=int(n.sum()), labels_recovered=int(hits.sum()),
                label_accuracy_ci=None if share.interval is None else list(share.interval),

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fedaudit.report.format import fmt, fmt_ci, verdict_of
 
-__all__ = ["membership_table", "update_attack_lines"]
+__all__ = ["active_membership_line", "membership_table", "update_attack_lines"]
 
 
 def membership_table(attacks: dict[str, Any]) -> Table:
@@ -43,3 +43,20 @@ def update_attack_lines(results: dict) -> list[str]:
         if isinstance(agg, dict) and (line := fam.console(agg)):
             out.append(f"on the rounds' aggregates: {line}")
     return out
+
+
+def active_membership_line(act: dict) -> str:
+    """results.json ``active_membership`` in one line: the active AUC and its verdict, the
+    passive one, and the paired gain over the honest server's same round (in a matrix) or
+    over the round before, with its verdict."""
+    a, p = act["active"], act["passive"]
+    paired = act.get("paired") or {}
+    gain = paired.get("honest_same_round") or paired.get("previous_round")
+    over = "the honest same round" if paired.get("honest_same_round") else "the round before"
+    return (f"malicious server (gradient ascent, round {act['round']}, "
+            f"{act['aggregation']} aggregation): AUC {a['auc']:.3f} on {act['targets']} "
+            f"targets" + (f" ({act['verdict_detail']['summary']})"
+                          if isinstance(act.get("verdict_detail"), dict) else "")
+            + f", passive {p['auc']:.3f}"
+            + (f"; paired gain over {over} {gain['auc_gain']:+.3f} "
+               f"({gain['verdict_detail']['summary']})" if isinstance(gain, dict) else ""))

@@ -63,13 +63,27 @@ def test_p_values_against_tails_worked_by_hand():
     prior = np.full(3, 1 / 3)
     cases = [LabelCase(0, np.array([1, 2, 0]), data_free_guess(3, prior), np.array([2, 1, 0])),
              LabelCase(1, np.array([0, 0, 1]), data_free_guess(1, prior), np.array([0, 0, 1]))]
-    (pooled, below), per, rho = null_pvalues(cases, prior)
+    pooled, per, rho = null_pvalues(cases, prior)
     # X^2 = 2 + 2 = 4 = (C - 1) K: no overdispersion, the prior's multinomial
     assert rho == 0.0
-    assert _mc_close(per[0][0], 11 / 27) and _mc_close(per[1][0], 1 / 3)
-    assert _mc_close(pooled, 15 / 81)
+    assert _mc_close(per[0].p_above, 11 / 27) and _mc_close(per[1].p_above, 1 / 3)
+    assert _mc_close(pooled.p_above, 15 / 81)
+    assert (pooled.labels, per[0].labels, per[1].labels) == (4, 3, 1)
     # seeded: the same cases give the same p-values
-    assert null_pvalues(cases, prior) == ((pooled, below), per, rho)
+    assert null_pvalues(cases, prior) == (pooled, per, rho)
+
+
+def test_a_clients_interval_is_its_share_less_the_null_spread():
+    """Client 1 of the case above: d = [T = 2] - [T = 0] over one label, T uniform on 3
+    classes: d* is -1, 0 or 1, each 1/3, mean 0, so the 2.5 % and 97.5 % quantiles of
+    d* - mean are -1 and 1 and the interval of its observed share 1 is [0, 2]."""
+    prior = np.full(3, 1 / 3)
+    cases = [LabelCase(0, np.array([1, 2, 0]), data_free_guess(3, prior), np.array([2, 1, 0])),
+             LabelCase(1, np.array([0, 0, 1]), data_free_guess(1, prior), np.array([0, 0, 1]))]
+    _, per, _ = null_pvalues(cases, prior)
+    lo, hi = per[1].interval(1.0)
+    # the draws' mean is 0 up to Monte Carlo error (sd about 0.006)
+    assert lo == pytest.approx(0.0, abs=0.03) and hi == pytest.approx(2.0, abs=0.03)
 
 
 def test_a_clients_rounds_are_one_draw_not_several():
@@ -78,13 +92,13 @@ def test_a_clients_rounds_are_one_draw_not_several():
     d = 9 with the same probability (one draw), not 4^-12 (three independent draws)."""
     prior = np.full(4, 0.25)
     case = LabelCase(5, np.array([0, 0, 4, 0]), data_free_guess(4, prior), np.array([0, 0, 4, 0]))
-    (_, _), one, _ = null_pvalues([case], prior)
-    (_, _), three, _ = null_pvalues([case] * 3, prior)
-    assert _mc_close(one[5][0], 1 / 256) and one[5] == three[5]
+    _, one, _ = null_pvalues([case], prior)
+    _, three, _ = null_pvalues([case] * 3, prior)
+    assert _mc_close(one[5].p_above, 1 / 256) and one[5].p_above == three[5].p_above
     # rounds of other samples (other counts) are drawn apart
     other = LabelCase(5, np.array([4, 0, 0, 0]), data_free_guess(4, prior), np.array([4, 0, 0, 0]))
-    (_, _), apart, _ = null_pvalues([case, other], prior)
-    assert apart[5][0] < one[5][0]
+    _, apart, _ = null_pvalues([case, other], prior)
+    assert apart[5].p_above < one[5].p_above
 
 
 def test_overdispersion_by_the_method_of_moments():
@@ -108,9 +122,9 @@ def test_a_skewed_federation_does_not_turn_a_lucky_guess_into_a_leak():
     base = data_free_guess(8, prior)
     guess = np.r_[8, np.zeros(9, int)]
     cases = [LabelCase(k, guess, base, np.eye(10, dtype=int)[k % 10] * 8) for k in range(8)]
-    (pooled, _), per, rho = null_pvalues(cases, prior)
+    pooled, per, rho = null_pvalues(cases, prior)
     assert rho > 0.9
-    assert per[0][0] > 0.05 and pooled > 0.05
+    assert per[0].p_above > 0.05 and pooled.p_above > 0.05
 
 
 def test_a_guess_that_reads_nothing_is_never_significant():
@@ -122,5 +136,5 @@ def test_a_guess_that_reads_nothing_is_never_significant():
     for k in range(12):
         true = np.bincount(g.integers(0, 10, 8), minlength=10)
         cases.append(LabelCase(k, data_free_guess(8, prior), data_free_guess(8, prior), true))
-    (pooled, _), per, _ = null_pvalues(cases, prior)
-    assert pooled == 1.0 and all(p == 1.0 for p, _ in per.values())
+    pooled, per, _ = null_pvalues(cases, prior)
+    assert pooled.p_above == 1.0 and all(t.p_above == 1.0 for t in per.values())

@@ -3,7 +3,8 @@ the frontier's points, links to the runs' own reports."""
 
 from __future__ import annotations
 
-from fedaudit.defense_matrix.report import cell_class, frontier_points, render_matrix_report
+from fedaudit.defense_matrix.report import (cell_class, cell_verdict_text, frontier_points,
+                                            render_matrix_report)
 
 
 def _cell(figure=None, verdict=None, status="measured", interval=None):
@@ -47,6 +48,18 @@ def _doc():
                 {"name": "sparsify", "title": "sparsify", "status": "failed",
                  "runs": {"main": {"status": "failed", "dir": None, "seconds": 1.0,
                                    "error": "RuntimeError: boom"}}}]}
+
+
+def test_a_cell_says_what_decided_its_verdict_or_what_would_resolve_it(tmp_path):
+    leak = {**_cell(0.9, "leaks"),
+            "detail": {"summary": "leaks (client 0), p = 0.003 after Holm over 13"}}
+    assert cell_verdict_text(leak) == "leaks (client 0), p = 0.003 after Holm over 13"
+    assert cell_verdict_text(_cell(0.5, "not distinguishable from chance")) == "inconclusive"
+    doc = _doc()
+    doc["defenses"][0]["cells"]["outsider"]["membership"] = leak
+    page = render_matrix_report(doc, tmp_path)
+    assert '<td class="cell leak"' in page and "after Holm over 13</small>" in page
+    assert "inconclusive: neither" in page  # the legend names the amber cells
 
 
 def test_the_frontier_takes_each_defense_s_strongest_position():

@@ -184,3 +184,36 @@ def test_an_attack_s_interval_follows_its_figure_in_every_output(tmp_path, capsy
     assert [" ".join(c.split()) for c in fields["LOSS TPR@1%"]] == ["0.023 [0.010, 0.050]",
                                                                      "0.023"]
     assert not any("_ci" in f or "ci" == f.split()[-1] for f in fields)
+
+
+def test_a_verdict_follows_its_figure(tmp_path, capsys, monkeypatch):
+    """A run whose entries carry verdicts: the AUC's cell ends with the verdict in a word,
+    CSV and JSON carry ``<method>_auc_verdict`` after the interval; the position and family
+    columns carry theirs; a run made before the verdicts shows the figure alone."""
+    import json
+
+    from fedaudit.compare import columns, compare_rows, to_csv
+
+    new = write_fake_run(tmp_path / "new-20250101-120000")
+    res = json.loads((new / "results.json").read_text())
+    res["attacks"]["loss"].update(auc_ci=[0.6, 0.64], verdict={"auc": "leaks"})
+    res["attack_positions"] = [{"position": "curious server", "auc": 0.7,
+                                "cell_verdict": {"outcome": "inconclusive"}}]
+    (new / "results.json").write_text(json.dumps(res))
+    old = write_fake_run(tmp_path / "old-20250101-130000")
+    rows = compare_rows([new, old])
+    cols = columns(rows)
+    at = cols.index("loss_auc")
+    assert cols[at:at + 3] == ["loss_auc", "loss_auc_ci", "loss_auc_verdict"]
+    assert cols[cols.index("server_best") + 1] == "server_best_verdict"
+    assert rows[0]["loss_auc_verdict"] == "leaks" and rows[1]["loss_auc_verdict"] is None
+    assert rows[0]["server_best_verdict"] == "inconclusive"
+    assert "loss_auc_ci,loss_auc_verdict," in to_csv(rows).splitlines()[0]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["compare", str(new), str(old)]) == 0
+    out = capsys.readouterr().out
+    _, fields = transposed(out)
+    assert [" ".join(c.split()) for c in fields["LOSS AUC"]] == ["0.621 [0.600, 0.640] leaks",
+                                                                  "0.621"]
+    assert [" ".join(c.split()) for c in fields["server best AUC"]][0] == "0.700 inconcl."
+    assert not any(f.endswith("verdict") for f in fields)
