@@ -159,12 +159,14 @@ def _client_null(cases: Sequence[LabelCase], prior: np.ndarray, rho: float,
 @dataclass(frozen=True)
 class NullTest:
     """One statistic ``S = sum_u d_u`` against its null draws: the one-sided p-values, the
-    labels the statistic sums over, and the null draws' spread around their mean, the 2.5 %
-    and 97.5 % quantiles of ``S* - mean(S*)`` (in labels)."""
+    labels the statistic sums over (a sample attacked at three rounds counts thrice), the
+    distinct samples behind them (its unit of independence) and the null draws' spread
+    around their mean, the 2.5 % and 97.5 % quantiles of ``S* - mean(S*)`` (in labels)."""
 
     p_above: float
     p_below: float
     labels: int
+    samples: int
     spread: tuple[float, float]
 
     def interval(self, share: float) -> tuple[float, float]:
@@ -175,11 +177,20 @@ class NullTest:
         return share - self.spread[1] / self.labels, share - self.spread[0] / self.labels
 
 
-def _test(null: np.ndarray, observed: int, labels: int) -> NullTest:
+def _test(null: np.ndarray, observed: int, labels: int, samples: int) -> NullTest:
     b = len(null) + 1
     lo, hi = np.quantile(null - null.mean(), [0.025, 0.975])
     return NullTest(float((1 + (null >= observed).sum()) / b),
-                    float((1 + (null <= observed).sum()) / b), labels, (float(lo), float(hi)))
+                    float((1 + (null <= observed).sum()) / b), labels, samples,
+                    (float(lo), float(hi)))
+
+
+def _samples(cases: Sequence[LabelCase]) -> int:
+    """The distinct samples behind a client's cases: one case's when all hold the same
+    counts (the same samples every round), else their sum."""
+    if all(np.array_equal(c.true, cases[0].true) for c in cases):
+        return int(cases[0].true.sum())
+    return sum(int(c.true.sum()) for c in cases)
 
 
 def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
@@ -203,8 +214,9 @@ def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
     for k, mine in sorted(by_client.items()):
         null = _client_null(mine, p, rho, np.random.default_rng([SEED, k + 2]))
         per[k] = _test(null, sum(c.difference for c in mine),
-                       sum(int(c.true.sum()) for c in mine))
+                       sum(int(c.true.sum()) for c in mine), _samples(mine))
         total += null
     pooled = _test(total, sum(c.difference for c in cases),
-                   sum(int(c.true.sum()) for c in cases))
+                   sum(int(c.true.sum()) for c in cases),
+                   sum(_samples(mine) for mine in by_client.values()))
     return pooled, per, rho

@@ -72,8 +72,8 @@ def pooled_labels(cases: Sequence[LabelCase], prior: np.ndarray) -> dict[str, An
             sel = clients == k
             gain = float((hits[sel] - base[sel]).sum() / n[sel].sum())
             others.append(Estimate(gain, t.interval(gain), 0.0, t.p_above, t.p_below,
-                                   f"{TEST}; the shift model's interval", "label",
-                                   t.labels, scope=f"client {k}"))
+                                   f"{TEST}; the shift model's interval", "sample",
+                                   t.samples, scope=f"client {k}"))
     verdict = decide(RULE, headline, others)
     out.update(labels=int(n.sum()), labels_recovered=int(hits.sum()),
                label_accuracy_ci=None if share.interval is None else list(share.interval),

@@ -69,6 +69,7 @@ def test_p_values_against_tails_worked_by_hand():
     assert _mc_close(per[0].p_above, 11 / 27) and _mc_close(per[1].p_above, 1 / 3)
     assert _mc_close(pooled.p_above, 15 / 81)
     assert (pooled.labels, per[0].labels, per[1].labels) == (4, 3, 1)
+    assert (pooled.samples, per[0].samples) == (4, 3)
     # seeded: the same cases give the same p-values
     assert null_pvalues(cases, prior) == (pooled, per, rho)
 
@@ -95,6 +96,7 @@ def test_a_clients_rounds_are_one_draw_not_several():
     _, one, _ = null_pvalues([case], prior)
     _, three, _ = null_pvalues([case] * 3, prior)
     assert _mc_close(one[5].p_above, 1 / 256) and one[5].p_above == three[5].p_above
+    assert (three[5].labels, three[5].samples) == (12, 4)  # 4 samples, attacked thrice
     # rounds of other samples (other counts) are drawn apart
     other = LabelCase(5, np.array([4, 0, 0, 0]), data_free_guess(4, prior), np.array([4, 0, 0, 0]))
     _, apart, _ = null_pvalues([case, other], prior)
