@@ -18,7 +18,7 @@ def membership_table(attacks: dict[str, Any]) -> Table:
     columns."""
     t = Table(title="membership inference on the global model (pooled over clients)",
               pad_edge=False)
-    for col in ("attack", "AUC [95% CI]", "verdict", "TPR@1%FPR [95% CI]", "FPR@80%TPR"):
+    for col in ("attack", "AUC [95% CI]", "verdict", "TPR@1%FPR [95% CI]", "FPR@.8TPR"):
         t.add_column(col, no_wrap=True)
     for name, m in attacks.items():
         t.add_row(name, fmt_ci(m.get("auc"), m.get("auc_ci")), verdict_of(m, short=True),

@@ -31,15 +31,15 @@ def fmt_ci(x: Any, ci: Any, digits: int = 3) -> str:
 
 #: the verdicts (:mod:`fedaudit.verdicts`) in a word, for narrow tables; the chance words of
 #: runs made before issue 57 as they were
-SHORT_VERDICTS = {"leaks": "leaks", "leaks (inverted score)": "inverted",
-                  "no leak beyond delta": "no leak", "inconclusive": "inconcl.",
+SHORT_VERDICTS = {"leaks": "leaks", "leaks (inverted score)": "flipped",
+                  "no leak beyond delta": "no leak", "inconclusive": "inconcl",
                   "above chance": "above", "below chance": "below",
                   "not distinguishable from chance": "chance"}
 
 
 def verdict_of(entry: dict, metric: str = "auc", *, short: bool = False) -> str:
     """The verdict results.json gives ``metric`` (``verdict``), or a dash; ``short``: in a
-    word (leaks / inverted / no leak / inconcl.)."""
+    word of at most 7 letters (leaks / flipped / no leak / inconcl)."""
     verdict = entry.get("verdict")
     text = str(verdict.get(metric, "–")) if isinstance(verdict, dict) else "–"
     return SHORT_VERDICTS.get(text, text) if short else text

@@ -215,5 +215,5 @@ def test_a_verdict_follows_its_figure(tmp_path, capsys, monkeypatch):
     _, fields = transposed(out)
     assert [" ".join(c.split()) for c in fields["LOSS AUC"]] == ["0.621 [0.600, 0.640] leaks",
                                                                   "0.621"]
-    assert [" ".join(c.split()) for c in fields["server best AUC"]][0] == "0.700 inconcl."
+    assert [" ".join(c.split()) for c in fields["server best AUC"]][0] == "0.700 inconcl"
     assert not any(f.endswith("verdict") for f in fields)
