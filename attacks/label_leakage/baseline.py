@@ -12,18 +12,23 @@ It is the best guess that uses no data; a uniform *random* guess (the chance lev
 issue 57) recovers less, and an even spread of ``n`` over ``C`` balanced classes is this
 guess.  Its labels recovered on the client's true labels are the family's chance level.
 
-**The test** (:func:`null_pvalues`).  Per update ``u`` of client ``k``: the attack's labels
-recovered ``h_u`` and the data-free guess's ``b_u`` on the same true labels, the paired
-difference ``d_u = h_u - b_u``.  Under the null the attack knows nothing of the client's
-labels: they are independent of its guess.  Conditional on the guesses, the statistic
-``S = sum_u d_u`` is referred to its distribution when the true labels are drawn afresh
--- one draw per client, shared by its rounds when its samples are the same in each, so
-that a client's rounds are one unit, not several -- estimated from :data:`DRAWS` seeded
-draws: ``p = (1 + #{S* >= S}) / (DRAWS + 1)``, per client and pooled over the clients.
-A client's interval (one client holds no replication to estimate one from) is the shift
-model's: its share minus the null draws' spread (:meth:`NullTest.interval`), wide for a
-client of 4 labels, narrow for one of 500: "no leak beyond delta" must hold for each
-client too.
+**The effect** is paired: per update ``u`` of client ``k``, the attack's labels recovered
+``h_u`` and the data-free guess's ``b_u`` on the same true labels, ``d_u = h_u - b_u``
+(the family's figure, interval and "no leak beyond delta" are of it).
+
+**The test** (:func:`null_pvalues`).  Under the null the attack knows nothing of the
+client's labels: they are independent of its guess.  Conditional on the guesses, the
+attack's labels recovered ``H = sum_u h_u`` are referred to their distribution when the
+true labels are drawn afresh -- one draw per client, shared by its rounds when its samples
+are the same in each, so that a client's rounds are one unit, not several -- estimated from
+:data:`DRAWS` seeded draws: ``p = (1 + #{H* >= H}) / (DRAWS + 1)``, per client and pooled
+over the clients.  (Testing ``sum_u d_u`` instead adds the data-free guess's own luck to
+the null: a guess of 4 labels exactly right, one of which the data-free guess shares, is
+then no rarer than guessing the other 3 -- p 0.007 where ``H`` gives 0.001.)  A client's
+interval (one client holds no replication to estimate one from) is the shift model's: its
+share ``sum_u d_u / sum_u n_u`` minus the spread of the null draws of ``sum_u d_u``
+(:meth:`NullTest.interval`), wide for a client of 4 labels, narrow for one of 500: "no leak
+beyond delta" must hold for each client too.
 
 The fresh labels are those of a client like the federation's: Dirichlet-multinomial,
 ``T ~ Multinomial(n, p)``, ``p ~ Dirichlet((1 / rho - 1) pi)``, with the prior as mean and
@@ -101,6 +106,11 @@ class LabelCase:
     true: np.ndarray
 
     @property
+    def hits(self) -> int:
+        """``h``: the attack's labels recovered."""
+        return int(np.minimum(self.guess, self.true).sum())
+
+    @property
     def difference(self) -> int:
         """``d = h - b``: the attack's labels recovered minus the data-free guess's."""
         return int(np.minimum(self.guess, self.true).sum()
@@ -142,26 +152,29 @@ def _fresh_labels(n: int, prior: np.ndarray, rho: float, rng: np.random.Generato
 
 
 def _client_null(cases: Sequence[LabelCase], prior: np.ndarray, rho: float,
-                 rng: np.random.Generator) -> np.ndarray:
-    """``DRAWS`` draws of the client's statistic ``sum_u d_u`` with its true labels drawn
-    afresh: once for all its cases when they hold the same counts (the same samples every
-    round), else once per case."""
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``DRAWS`` draws of the client's ``sum_u h_u`` and ``sum_u d_u`` with its true labels
+    drawn afresh: once for all its cases when they hold the same counts (the same samples
+    every round), else once per case."""
     shared = all(np.array_equal(c.true, cases[0].true) for c in cases)
-    out = np.zeros(DRAWS, dtype=np.int64)
+    hits = np.zeros(DRAWS, dtype=np.int64)
+    diff = np.zeros(DRAWS, dtype=np.int64)
     draw = _fresh_labels(int(cases[0].true.sum()), prior, rho, rng) if shared else None
     for c in cases:
         t = draw if shared else _fresh_labels(int(c.true.sum()), prior, rho, rng)
-        out += (np.minimum(c.guess[None, :], t).sum(axis=1)
-                - np.minimum(c.baseline[None, :], t).sum(axis=1))
-    return out
+        h = np.minimum(c.guess[None, :], t).sum(axis=1)
+        hits += h
+        diff += h - np.minimum(c.baseline[None, :], t).sum(axis=1)
+    return hits, diff
 
 
 @dataclass(frozen=True)
 class NullTest:
-    """One statistic ``S = sum_u d_u`` against its null draws: the one-sided p-values, the
-    labels the statistic sums over (a sample attacked at three rounds counts thrice), the
-    distinct samples behind them (its unit of independence) and the null draws' spread
-    around their mean, the 2.5 % and 97.5 % quantiles of ``S* - mean(S*)`` (in labels)."""
+    """The attack's labels recovered ``H = sum_u h_u`` against their null draws: the
+    one-sided p-values; the labels the statistic sums over (a sample attacked at three
+    rounds counts thrice), the distinct samples behind them (its unit of independence) and
+    the spread of the null draws of ``sum_u d_u`` around their mean, their 2.5 % and 97.5 %
+    quantiles (in labels)."""
 
     p_above: float
     p_below: float
@@ -170,18 +183,19 @@ class NullTest:
     spread: tuple[float, float]
 
     def interval(self, share: float) -> tuple[float, float]:
-        """A 95 % interval of the share ``S / labels`` under a shift model: the share minus
-        the null spread, ``[share - q97.5 / labels, share - q2.5 / labels]`` -- the
-        sampling of a client's labels as the null draws them, around what the attack
+        """A 95 % interval of the share ``sum_u d_u / labels`` under a shift model: the
+        share minus the null spread, ``[share - q97.5 / labels, share - q2.5 / labels]`` --
+        the sampling of a client's labels as the null draws them, around what the attack
         recovered (an approximation: an attack that reads the update may vary less)."""
         return share - self.spread[1] / self.labels, share - self.spread[0] / self.labels
 
 
-def _test(null: np.ndarray, observed: int, labels: int, samples: int) -> NullTest:
-    b = len(null) + 1
-    lo, hi = np.quantile(null - null.mean(), [0.025, 0.975])
-    return NullTest(float((1 + (null >= observed).sum()) / b),
-                    float((1 + (null <= observed).sum()) / b), labels, samples,
+def _test(hits: np.ndarray, diff: np.ndarray, observed: int, labels: int,
+          samples: int) -> NullTest:
+    b = len(hits) + 1
+    lo, hi = np.quantile(diff - diff.mean(), [0.025, 0.975])
+    return NullTest(float((1 + (hits >= observed).sum()) / b),
+                    float((1 + (hits <= observed).sum()) / b), labels, samples,
                     (float(lo), float(hi)))
 
 
@@ -196,7 +210,7 @@ def _samples(cases: Sequence[LabelCase]) -> int:
 def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
                  ) -> tuple[NullTest, dict[int, NullTest], float]:
     """The conditional test of the module docstring: the pooled :class:`NullTest`, one per
-    client, each of the statistic ``sum_u d_u`` against its null draws, and the
+    client, each of the attack's labels recovered against its null draws, and the
     overdispersion the draws used.  Each client's draws come from its own seeded stream."""
     p = _check_prior(prior)
     if not cases:
@@ -209,14 +223,16 @@ def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
     for c in cases:
         by_client.setdefault(c.client, []).append(c)
     rho = overdispersion([mine[0].true for mine in by_client.values()], p)
-    total = np.zeros(DRAWS, dtype=np.int64)
+    total_hits = np.zeros(DRAWS, dtype=np.int64)
+    total_diff = np.zeros(DRAWS, dtype=np.int64)
     per: dict[int, NullTest] = {}
     for k, mine in sorted(by_client.items()):
-        null = _client_null(mine, p, rho, np.random.default_rng([SEED, k + 2]))
-        per[k] = _test(null, sum(c.difference for c in mine),
+        hits, diff = _client_null(mine, p, rho, np.random.default_rng([SEED, k + 2]))
+        per[k] = _test(hits, diff, sum(c.hits for c in mine),
                        sum(int(c.true.sum()) for c in mine), _samples(mine))
-        total += null
-    pooled = _test(total, sum(c.difference for c in cases),
+        total_hits += hits
+        total_diff += diff
+    pooled = _test(total_hits, total_diff, sum(c.hits for c in cases),
                    sum(int(c.true.sum()) for c in cases),
                    sum(_samples(mine) for mine in by_client.values()))
     return pooled, per, rho

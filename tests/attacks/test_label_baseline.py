@@ -54,24 +54,35 @@ def _mc_close(p_hat, p):
 
 
 def test_p_values_against_tails_worked_by_hand():
-    """Three classes, uniform prior.  Client 0 holds {0, 0, 1} and is guessed {0, 1, 1}; the
-    data-free guess is {0, 1, 2}, so d = [T1 >= 2] - [T2 >= 1] for labels T ~ Mult(3, 1/3):
-    observed 0, P(d >= 0) = 1 - P(T1 <= 1, T2 >= 1) = 1 - 16/27 = 11/27.  Client 1 holds {2},
-    guessed {2} against the data-free {0}: d = [T = 2] - [T = 0], observed 1, P = 1/3.
-    Pooled, P(d0 + d1 >= 1) = 1/3 * 11/27 + 1/3 * P(d0 = 1) = 1/3 * 11/27 + 1/3 * 4/27 =
-    15/81."""
+    """Three classes, uniform prior.  Client 0 holds {0, 0, 1} and is guessed {0, 1, 1}: it
+    recovers h = 2; for labels T ~ Mult(3, 1/3) the same guess recovers h* = [T0 >= 1] +
+    min(2, T1), and h* <= 1 exactly for T = (0, 0, 3), (0, 1, 2), (1, 0, 2), (2, 0, 1),
+    (3, 0, 0): 1 + 3 + 3 + 3 + 1 = 11 of 27, so P(h* >= 2) = 16/27.  Client 1 holds {2},
+    guessed {2}: P(h* >= 1) = 1/3.  Pooled, h* = 3 for client 0 only at T = (1, 2, 0)
+    (3/27), so P(h0* + h1* >= 3) = 3/27 + 13/27 * 1/3 = 22/81."""
     prior = np.full(3, 1 / 3)
     cases = [LabelCase(0, np.array([1, 2, 0]), data_free_guess(3, prior), np.array([2, 1, 0])),
              LabelCase(1, np.array([0, 0, 1]), data_free_guess(1, prior), np.array([0, 0, 1]))]
     pooled, per, rho = null_pvalues(cases, prior)
     # X^2 = 2 + 2 = 4 = (C - 1) K: no overdispersion, the prior's multinomial
     assert rho == 0.0
-    assert _mc_close(per[0].p_above, 11 / 27) and _mc_close(per[1].p_above, 1 / 3)
-    assert _mc_close(pooled.p_above, 15 / 81)
+    assert _mc_close(per[0].p_above, 16 / 27) and _mc_close(per[1].p_above, 1 / 3)
+    assert _mc_close(pooled.p_above, 22 / 81)
     assert (pooled.labels, per[0].labels, per[1].labels) == (4, 3, 1)
     assert (pooled.samples, per[0].samples) == (4, 3)
     # seeded: the same cases give the same p-values
     assert null_pvalues(cases, prior) == (pooled, per, rho)
+
+
+def test_the_attacks_hits_are_tested_not_their_excess_over_the_data_free_guess():
+    """Four distinct labels guessed exactly, one of which the data-free guess (classes 0-3)
+    shares: h = 4 is as rare as T = the truth, 4! / 10^4 = 0.0024; the excess d = 3 is no
+    rarer than 3 of the other labels right with none of 0-3 (p about 0.007)."""
+    prior = np.full(10, 0.1)
+    truth = np.bincount([3, 5, 7, 9], minlength=10)
+    _, per, _ = null_pvalues([LabelCase(0, truth.copy(), data_free_guess(4, prior), truth)],
+                             prior)
+    assert _mc_close(per[0].p_above, 24 / 10**4)
 
 
 def test_a_clients_interval_is_its_share_less_the_null_spread():
@@ -129,14 +140,16 @@ def test_a_skewed_federation_does_not_turn_a_lucky_guess_into_a_leak():
     assert per[0].p_above > 0.05 and pooled.p_above > 0.05
 
 
-def test_a_guess_that_reads_nothing_is_never_significant():
-    """The even spread under a uniform prior is the data-free guess itself: d = 0 always,
-    p = 1, whatever the labels."""
+def test_a_guess_that_reads_nothing_is_not_a_leak():
+    """The even spread under a uniform prior is the data-free guess itself: d = 0 for every
+    update, and its hits are a draw from their own null (p anywhere in [0, 1])."""
+    from attacks.label_leakage.family import pooled_labels
+
     prior = np.full(10, 0.1)
     g = np.random.default_rng(0)
     cases = []
     for k in range(12):
         true = np.bincount(g.integers(0, 10, 8), minlength=10)
         cases.append(LabelCase(k, data_free_guess(8, prior), data_free_guess(8, prior), true))
-    pooled, per, _ = null_pvalues(cases, prior)
-    assert pooled.p_above == 1.0 and all(t.p_above == 1.0 for t in per.values())
+    out = pooled_labels(cases, prior)
+    assert out["difference"] == 0.0 and out["verdict"] != "leaks"
