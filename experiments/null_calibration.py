@@ -59,15 +59,21 @@ class Draw:
     old_covered: bool | None = None
 
 
+def _judged(s: np.ndarray, mem: np.ndarray, cl: np.ndarray | None, rule) -> Draw:
+    """An AUC's draw judged: the verdict (either side), DeLong's old "above chance", and
+    whether each interval holds 0.5."""
+    est = auc_estimate(s, mem, cl)
+    lo, hi = auc_interval(s, mem)
+    ok = est.interval is not None and est.interval[0] <= 0.5 <= est.interval[1]
+    return Draw(decide(rule, est).outcome in (LEAKS, LEAKS_INVERTED), lo > 0.5, ok,
+                lo <= 0.5 <= hi)
+
+
 # ---- membership: members and non-members exchangeable ---------------------------------
 def membership(m: int, n: int) -> Callable[[np.random.Generator], Draw]:
     def draw(g):
         s = g.normal(size=m + n)
-        mem = np.r_[np.ones(m), np.zeros(n)].astype(int)
-        est = auc_estimate(s, mem)
-        lo, hi = auc_interval(s, mem)
-        return Draw(decide(MEMBERSHIP_RULE, est).outcome in (LEAKS, LEAKS_INVERTED),
-                    lo > 0.5, est.interval[0] <= 0.5 <= est.interval[1], lo <= 0.5 <= hi)
+        return _judged(s, np.r_[np.ones(m), np.zeros(n)].astype(int), None, MEMBERSHIP_RULE)
     return draw
 
 
@@ -77,12 +83,7 @@ def server_view(k: int, m: int, spread: float) -> Callable[[np.random.Generator]
     def draw(g):
         s = (spread * g.normal(size=(k, 1)) + g.normal(size=(k, 2 * m))).ravel()
         mem = np.tile(np.r_[np.ones(m), np.zeros(m)], k).astype(int)
-        cl = np.repeat(np.arange(k), 2 * m)
-        est = auc_estimate(s, mem, cl)
-        lo, hi = auc_interval(s, mem)
-        ok = est.interval is not None and est.interval[0] <= 0.5 <= est.interval[1]
-        return Draw(decide(MEMBERSHIP_RULE, est).outcome in (LEAKS, LEAKS_INVERTED),
-                    lo > 0.5, ok, lo <= 0.5 <= hi)
+        return _judged(s, mem, np.repeat(np.arange(k), 2 * m), MEMBERSHIP_RULE)
     return draw
 
 
@@ -93,13 +94,8 @@ def property_layout(k: int, rounds: int, with_property: int, noise: float
         has = np.zeros(k, bool)
         has[g.choice(k, with_property, replace=False)] = True
         s = (g.normal(size=(k, 1)) + noise * g.normal(size=(k, rounds))).ravel()
-        mem = np.repeat(has, rounds).astype(int)
-        cl = np.repeat(np.arange(k), rounds)
-        est = auc_estimate(s, mem, cl)
-        lo, hi = auc_interval(s, mem)
-        ok = est.interval is not None and est.interval[0] <= 0.5 <= est.interval[1]
-        return Draw(decide(PROPERTY_RULE, est).outcome in (LEAKS, LEAKS_INVERTED),
-                    lo > 0.5, ok, lo <= 0.5 <= hi)
+        return _judged(s, np.repeat(has, rounds).astype(int), np.repeat(np.arange(k), rounds),
+                       PROPERTY_RULE)
     return draw
 
 

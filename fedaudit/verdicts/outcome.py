@@ -10,11 +10,12 @@ The rule (docs/algorithms.md section 5):
    when the family has per-client figures).  For a two-sided family (an AUC), a test that
    rejects below chance is **leaks (inverted score)**: the attack's score, flipped, tells
    members from non-members.
-2. **no leak beyond delta** -- no test rejects, and every interval computed (the headline's
-   and each other estimate's that has one) lies within ``chance +- delta`` (a one-sided
-   family: its upper bound at most ``chance + delta``): two one-sided tests at 2.5 % each,
-   an equivalence test; every estimate's own (an intersection-union test needs no
-   correction).  An estimate without an interval cannot show this (it is a test only).
+2. **no leak beyond delta** -- no test rejects, and every estimate's interval (the
+   headline's and each other's) lies within ``chance +- delta`` (a one-sided family: its
+   upper bound at most ``chance + delta``): two one-sided tests at 2.5 % each, an
+   equivalence test; every estimate's own (an intersection-union test needs no
+   correction).  An estimate without an interval cannot show this, and keeps the cell
+   inconclusive.
 3. **inconclusive** -- neither: the verdict says which estimate blocks and about how many
    more units would resolve it (:func:`units_needed`).
 
@@ -251,13 +252,14 @@ def decide(rule: Rule, headline: Estimate, others: Sequence[Estimate] = ()) -> V
         inverted = rule.two_sided and e.p_below is not None and e.p_below < (e.p_above or 1.0)
         return Verdict(LEAKS_INVERTED if inverted else LEAKS, rule, estimates,
                        tuple(adjusted), i)
-    with_interval = [i for i, e in enumerate(estimates) if e.interval is not None]
-    if headline.interval is not None and all(estimates[i].within(rule) for i in with_interval):
+    if all(e.within(rule) for e in estimates):  # False for an estimate without interval
         return Verdict(NO_LEAK, rule, estimates, tuple(adjusted), None)
-    # inconclusive: the blocking estimate that needs the most units (relative to its own),
-    # the headline first when it has no interval at all
-    if headline.interval is None:
-        return Verdict(INCONCLUSIVE, rule, estimates, tuple(adjusted), 0)
+    # inconclusive: an estimate without an interval blocks first (the headline before the
+    # others), else the blocking estimate that needs the most units (relative to its own)
+    bare = [i for i, e in enumerate(estimates) if e.interval is None]
+    if bare:
+        return Verdict(INCONCLUSIVE, rule, estimates, tuple(adjusted), bare[0])
+    with_interval = list(range(len(estimates)))
     blocking = [i for i in with_interval if not estimates[i].within(rule)]
     needs = {i: units_needed(estimates[i], rule) for i in blocking}
     i = max(blocking, key=lambda j: ((needs[j] or math.inf) / max(estimates[j].units, 1),

@@ -50,6 +50,11 @@ def test_the_four_outcomes():
     assert v.needed == 256 and "about 256 clients would resolve it, 64 now" in v.summary()
     # no interval at all: never shown safe
     assert decide(AUC, _e(0.5, None, 0.5)).outcome == "inconclusive"
+    # ... nor when one client has none: the pooled interval cannot speak for it
+    lone = _e(0.5, None, 0.5, scope="client 3")
+    v = decide(AUC, _e(0.51, (0.47, 0.55), 0.2), [lone])
+    assert v.outcome == "inconclusive" and v.estimates[v.deciding].scope == "client 3"
+    assert "no interval from 100 client(s)" in v.summary()
 
 
 def test_the_most_exposed_client_decides_and_holm_counts_every_look():
