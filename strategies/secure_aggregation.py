@@ -9,8 +9,10 @@ protocol (key agreement, secret sharing, masking, quantisation, unmasking) is Fl
 Server (:func:`run_secagg_rounds`), each round:
 
 1. the auditing strategy's ``configure_train`` samples the clients and builds their
-   train config exactly as in a plain round (FedAvg's sampling, the client-side DP
-   wrapper's ``clipping_norm``);
+   train messages exactly as in a plain round (FedAvg's sampling, the client-side DP
+   wrapper's ``clipping_norm``, and the model each client gets: a malicious server's
+   modified model included -- :class:`_OneRound` sends each client its message's arrays,
+   not the workflow's global parameters);
 2. ``SecAggPlusWorkflow`` runs the four stages with those clients through a one-round
    legacy strategy (:class:`_OneRound`);
 3. Flower hands that strategy every client's ``FitRes`` with the unmasked aggregate in
@@ -122,7 +124,11 @@ class _OneRound(LegacyStrategy):
         return None
 
     def configure_fit(self, server_round, parameters, client_manager):
-        from flwr.common import FitIns
+        """Each sampled client's ``FitIns``: the arrays and config of the message the
+        auditing strategy built for it -- the model the server sends, which a malicious
+        server modifies (:meth:`strategies.auditing.AuditingStrategy.configure_train`);
+        the workflow's ``parameters`` are the unmodified global model."""
+        from flwr.common import FitIns, ndarrays_to_parameters
         from flwr.server.compat.grid_client_proxy import GridClientProxy
 
         run_id = getattr(getattr(self.grid, "run", None), "run_id", 0)
@@ -130,8 +136,10 @@ class _OneRound(LegacyStrategy):
         for m in self.messages:
             config = {**dict(m.content[wire.CONFIG]), KEYS: "\n".join(self.keys),
                       UNIT: self.unit}
+            sent = m.content[wire.ARRAYS]
             out.append((GridClientProxy(m.metadata.dst_node_id, self.grid, run_id),
-                        FitIns(parameters, config)))
+                        FitIns(ndarrays_to_parameters([sent[k].numpy() for k in self.keys]),
+                               config)))
         return out
 
     def aggregate_fit(self, server_round, results, failures):

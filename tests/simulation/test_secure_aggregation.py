@@ -129,6 +129,30 @@ def test_the_bridge_hands_the_aggregate_to_the_auditing_strategy_as_stand_ins(id
     assert seen == []  # no probe saw a stand-in as a client's update
 
 
+def test_each_client_trains_from_the_model_its_message_carries(identity):
+    """A malicious server's model goes out through SecAgg+ as through a plain round: each
+    client's FitIns holds the arrays of the message the auditing strategy built for it
+    (here one modified model, another per client), not the workflow's global parameters
+    (before issue 57's review every client got the global model: the gradient-ascent
+    server's round under SecAgg+ was an honest one, its aggregate equal to the honest run's
+    bit for bit)."""
+    from flwr.common import parameters_to_ndarrays
+
+    glob = {"w": torch.zeros(3, 2), "b": torch.zeros(2)}
+    mine = {n: {"w": torch.full((3, 2), float(n)), "b": torch.full((2,), -float(n))}
+            for n in (11, 12)}
+    sent = [Message(RecordDict({"arrays": ArrayRecord(mine[n]),
+                                "config": ConfigRecord({"server-round": 1})}),
+                    dst_node_id=n, message_type=MessageType.TRAIN) for n in (11, 12)]
+    one = _OneRound(None, sent, ["w", "b"], 1000, None, 1)
+    fit = one.configure_fit(1, ndarrays_to_parameters([v.numpy() for v in glob.values()]),
+                            None)
+    for (proxy, ins) in fit:
+        w, b = parameters_to_ndarrays(ins.parameters)
+        n = int(proxy.node_id)
+        assert np.array_equal(w, mine[n]["w"].numpy()) and np.array_equal(b, mine[n]["b"].numpy())
+
+
 def test_flowers_quantisation_error_is_within_the_documented_bound():
     """The bound the e2e run and bench/secagg.py check (docs/algorithms.md section 16), on
     explicit arrays through Flower's own quantize / dequantize: each client's weighted model
