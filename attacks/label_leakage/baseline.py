@@ -17,12 +17,19 @@ guess.  Its labels recovered on the client's true labels are the family's chance
 (the family's figure, interval and "no leak beyond delta" are of it).
 
 **The test** (:func:`null_pvalues`).  Under the null the attack knows nothing of the
-client's labels: they are independent of its guess.  Conditional on the guesses, the
-attack's labels recovered ``H = sum_u h_u`` are referred to their distribution when the
-true labels are drawn afresh -- one draw per client, shared by its rounds when its samples
-are the same in each, so that a client's rounds are one unit, not several -- estimated from
-:data:`DRAWS` seeded draws: ``p = (1 + #{H* >= H}) / (DRAWS + 1)``, per client and pooled
-over the clients.  (Testing ``sum_u d_u`` instead adds the data-free guess's own luck to
+client's labels: they are independent of its guess.  Conditional on the guesses, what the
+attack recovered is referred to its distribution when the true labels are drawn afresh --
+one draw per client, shared by its rounds when its samples are the same in each, so that a
+client's rounds are one unit, not several -- from :data:`DRAWS` seeded draws:
+
+* per client, its most exposed round: each round's tail ``t_r = #{h*_r >= h_r} / DRAWS``,
+  the same for each draw, ``t*_r(b) = #{h*_r >= h*_r(b)} / DRAWS``, and the client's
+  ``p = (1 + #{b : min_r t*_r(b) <= min_r t_r}) / (DRAWS + 1)`` (a max-statistic test:
+  exact for the rounds' dependence, which the shared draws carry; one round is the usual
+  ``(1 + #{h* >= h}) / (DRAWS + 1)``; a round that leaks is a leak whatever the others,
+  where a sum over the rounds would dilute it);
+* pooled, the labels recovered over every update, ``H = sum_u h_u``:
+  ``p = (1 + #{H* >= H}) / (DRAWS + 1)``.  (Testing ``sum_u d_u`` instead adds the data-free guess's own luck to
 the null: a guess of 4 labels exactly right, one of which the data-free guess shares, is
 then no rarer than guessing the other 3 -- p 0.007 where ``H`` gives 0.001.)  A client's
 interval (one client holds no replication to estimate one from) is the shift model's: its
@@ -153,28 +160,45 @@ def _fresh_labels(n: int, prior: np.ndarray, rho: float, rng: np.random.Generato
 
 def _client_null(cases: Sequence[LabelCase], prior: np.ndarray, rho: float,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``DRAWS`` draws of the client's ``sum_u h_u`` and ``sum_u d_u`` with its true labels
-    drawn afresh: once for all its cases when they hold the same counts (the same samples
-    every round), else once per case."""
+    """``DRAWS`` draws of each case's ``h*`` (an array cases x draws) and of the client's
+    ``sum_u d_u``, with its true labels drawn afresh: once for all its cases when they hold
+    the same counts (the same samples every round), else once per case."""
     shared = all(np.array_equal(c.true, cases[0].true) for c in cases)
-    hits = np.zeros(DRAWS, dtype=np.int64)
+    hits = np.zeros((len(cases), DRAWS), dtype=np.int64)
     diff = np.zeros(DRAWS, dtype=np.int64)
     draw = _fresh_labels(int(cases[0].true.sum()), prior, rho, rng) if shared else None
-    for c in cases:
+    for i, c in enumerate(cases):
         t = draw if shared else _fresh_labels(int(c.true.sum()), prior, rho, rng)
-        h = np.minimum(c.guess[None, :], t).sum(axis=1)
-        hits += h
-        diff += h - np.minimum(c.baseline[None, :], t).sum(axis=1)
+        hits[i] = np.minimum(c.guess[None, :], t).sum(axis=1)
+        diff += hits[i] - np.minimum(c.baseline[None, :], t).sum(axis=1)
     return hits, diff
+
+
+def _upper_tail(null: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``#{null >= v} / len(null)`` for each ``v`` of ``values``."""
+    s = np.sort(null)
+    return (len(s) - np.searchsorted(s, values, side="left")) / len(s)
+
+
+def _worst_round(hits: np.ndarray, observed: np.ndarray) -> tuple[float, float]:
+    """The most exposed round's max-statistic test (module docstring): the observed
+    rounds' smallest tail against the null draws' smallest, ``(p_above, p_below)``
+    (``p_below`` with the lower tails likewise)."""
+    def p(null: np.ndarray, obs: np.ndarray) -> float:
+        smallest = min(float(_upper_tail(h, np.array([o]))[0]) for h, o in zip(null, obs))
+        draws = np.min([_upper_tail(h, h) for h in null], axis=0)
+        return float((1 + (draws <= smallest).sum()) / (null.shape[1] + 1))
+
+    return p(hits, observed), p(-hits, -observed)
 
 
 @dataclass(frozen=True)
 class NullTest:
-    """The attack's labels recovered ``H = sum_u h_u`` against their null draws: the
-    one-sided p-values; the labels the statistic sums over (a sample attacked at three
-    rounds counts thrice), the distinct samples behind them (its unit of independence) and
-    the spread of the null draws of ``sum_u d_u`` around their mean, their 2.5 % and 97.5 %
-    quantiles (in labels)."""
+    """What the attack recovered against its null draws (module docstring: a client's
+    most exposed round, or the pooled ``H``): the one-sided p-values; the labels behind
+    them (a sample attacked at three rounds counts thrice), the distinct samples (the unit
+    of independence) and the spread of the null draws of ``sum_u d_u`` around their mean,
+    their 2.5 % and 97.5 % quantiles (in labels)."""
 
     p_above: float
     p_below: float
@@ -190,13 +214,9 @@ class NullTest:
         return share - self.spread[1] / self.labels, share - self.spread[0] / self.labels
 
 
-def _test(hits: np.ndarray, diff: np.ndarray, observed: int, labels: int,
-          samples: int) -> NullTest:
-    b = len(hits) + 1
+def _test(p: tuple[float, float], diff: np.ndarray, labels: int, samples: int) -> NullTest:
     lo, hi = np.quantile(diff - diff.mean(), [0.025, 0.975])
-    return NullTest(float((1 + (hits >= observed).sum()) / b),
-                    float((1 + (hits <= observed).sum()) / b), labels, samples,
-                    (float(lo), float(hi)))
+    return NullTest(p[0], p[1], labels, samples, (float(lo), float(hi)))
 
 
 def _samples(cases: Sequence[LabelCase]) -> int:
@@ -228,11 +248,14 @@ def null_pvalues(cases: Sequence[LabelCase], prior: ArrayLike
     per: dict[int, NullTest] = {}
     for k, mine in sorted(by_client.items()):
         hits, diff = _client_null(mine, p, rho, np.random.default_rng([SEED, k + 2]))
-        per[k] = _test(hits, diff, sum(c.hits for c in mine),
+        per[k] = _test(_worst_round(hits, np.array([c.hits for c in mine])), diff,
                        sum(int(c.true.sum()) for c in mine), _samples(mine))
-        total_hits += hits
+        total_hits += hits.sum(axis=0)
         total_diff += diff
-    pooled = _test(total_hits, total_diff, sum(c.hits for c in cases),
+    observed = sum(c.hits for c in cases)
+    b = DRAWS + 1
+    pooled = _test((float((1 + (total_hits >= observed).sum()) / b),
+                    float((1 + (total_hits <= observed).sum()) / b)), total_diff,
                    sum(int(c.true.sum()) for c in cases),
                    sum(_samples(mine) for mine in by_client.values()))
     return pooled, per, rho

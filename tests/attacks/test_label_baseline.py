@@ -108,10 +108,12 @@ def test_a_clients_rounds_are_one_draw_not_several():
     _, three, _ = null_pvalues([case] * 3, prior)
     assert _mc_close(one[5].p_above, 1 / 256) and one[5].p_above == three[5].p_above
     assert (three[5].labels, three[5].samples) == (12, 4)  # 4 samples, attacked thrice
-    # rounds of other samples (other counts) are drawn apart
-    other = LabelCase(5, np.array([4, 0, 0, 0]), data_free_guess(4, prior), np.array([4, 0, 0, 0]))
-    _, apart, _ = null_pvalues([case, other], prior)
-    assert apart[5].p_above < one[5].p_above
+    # one leaking round among rounds that read nothing: its most exposed round decides, the
+    # other rounds cost it at most their share of chances to look as extreme (at most 3x)
+    quiet = LabelCase(5, data_free_guess(4, prior), data_free_guess(4, prior),
+                      np.array([0, 0, 4, 0]))
+    _, mixed, _ = null_pvalues([case, quiet, quiet], prior)
+    assert one[5].p_above - 0.0025 <= mixed[5].p_above <= 3 * one[5].p_above + 0.0025
 
 
 def test_overdispersion_by_the_method_of_moments():
