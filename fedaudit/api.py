@@ -50,7 +50,7 @@ def validate(scenario: ScenarioLike, overrides: list[str] | tuple[str, ...] = ()
 
 @dataclass
 class Run:
-    """A run directory (see the README's "What a run leaves")."""
+    """A run directory (docs/guide.md section 4, "What a run leaves")."""
 
     dir: Path
     _results: dict | None = field(default=None, repr=False)
@@ -107,7 +107,7 @@ def run(scenario: ScenarioLike, *, out: str | os.PathLike = "runs",
     """Validate and run a scenario in this process (Flower's simulation on Ray), like
     ``fedaudit run``; return the :class:`Run`.  ``progress`` shows rich progress bars on
     stderr; ``report`` also writes report.html; ``cache`` is the folder of cached
-    reference models (lira, rmia), default ``$FEDAUDIT_CACHE`` or ``~/.cache/fedaudit``."""
+    reference models (lira, rmia) and attacks on updates' results, default ``$FEDAUDIT_CACHE`` or ``~/.cache/fedaudit``."""
     from fedaudit.console.progress import RichProgress
     from fedaudit.simulation.runner import run as simulate
 

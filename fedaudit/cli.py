@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_overrides(run)
     run.add_argument("--verbose", action="store_true", help="show Flower's log in the terminal")
     run.add_argument("--cache", metavar="DIR",
-                     help="cache of reference models (lira, rmia); default $FEDAUDIT_CACHE or "
-                          "~/.cache/fedaudit")
+                     help="cache of reference models (lira, rmia) and of the attacks on "
+                          "updates' results; default $FEDAUDIT_CACHE or ~/.cache/fedaudit")
     run.add_argument("--no-report", dest="report", action="store_false",
                      help="do not write RUN_DIR/report.html after the run")
 
@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="parent folder of the sweep directory (default: ./runs)")
     _add_overrides(sw, "override a key in every point")
     sw.add_argument("--cache", metavar="DIR",
-                    help="cache of reference models (lira, rmia), shared by the points")
+                    help="cache of reference models (lira, rmia) and of the attacks on "
+                         "updates' results, shared by the points")
     sw.add_argument("--quantized", action="store_true",
                     help="compare table: one row per quantized release too")
     sw.add_argument("--no-report", dest="report", action="store_false",

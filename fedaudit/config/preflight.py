@@ -10,6 +10,7 @@ from pathlib import Path
 from fedaudit.aggregators import AGGREGATORS, aggregator_of
 from fedaudit.config import ScenarioError, from_toml, load_scenario
 from fedaudit.data import build_federated_data
+from fedaudit.data.federated import blaming_shortfall
 from fedaudit.probes.aggregation import aggregation_of
 from fedaudit.servers import served_model
 from fedaudit.rundir.layout import SCENARIO_NAME, rounds_path
@@ -67,11 +68,14 @@ def check_scenario(scenario: Scenario) -> Scenario:
     check_attack_options(scenario, tuple(data.x.shape[1:]))
     from fedaudit.audit.stages import check_stage_data
 
-    if msg := check_stage_data(scenario, data):
-        raise ScenarioError(msg)
-    aggregation = aggregation_of(scenario)
-    if aggregation.check_data is not None and (msg := aggregation.check_data(scenario, data)):
-        raise ScenarioError(msg)
+    # the stages' and the aggregation's size checks name the missing data as their cause
+    # when the data is smaller than the scenario's data.max_samples
+    with blaming_shortfall(scenario.data, len(data.y), text=data.text is not None):
+        if msg := check_stage_data(scenario, data):
+            raise ScenarioError(msg)
+        aggregation = aggregation_of(scenario)
+        if aggregation.check_data is not None and (msg := aggregation.check_data(scenario, data)):
+            raise ScenarioError(msg)
     try:
         served_model(scenario, data, seed=scenario.seed)(__import__("torch").from_numpy(data.x[:2].copy()))
     except RuntimeError as exc:

@@ -12,8 +12,10 @@ role, and ``speaker`` gives each client one role.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +84,46 @@ def split_ids(y: np.ndarray, holdout_fraction: float, test_fraction: float,
     train, holdout = train_test_split(rest, test_size=frac, random_state=seed + 1,
                                       stratify=y[rest] if stratify_ok else None)
     return np.sort(train), np.sort(holdout), np.sort(test)
+
+
+def split_sizes(n: int, holdout_fraction: float,
+                test_fraction: float) -> tuple[int, int, int]:
+    """The (train, holdout, test) sizes :func:`split_ids` gives ``n`` samples (the rounding
+    of scikit-learn's ``train_test_split``: each split taken off rounds up)."""
+    test = math.ceil(test_fraction * n)
+    holdout = math.ceil(holdout_fraction / (1.0 - test_fraction) * (n - test))
+    return n - test - holdout, holdout, test
+
+
+def data_shortfall(d: DataConfig, available: int, text: bool = False) -> str | None:
+    """One line when ``data.max_samples`` asks for more samples than the data has
+    (``available``): the sizes the scenario's split was made for and what the data gives.
+    ``max_samples`` is an upper bound, so this is no error by itself; it is the cause of
+    the size checks that then fail (:func:`blaming_shortfall`)."""
+    if not d.max_samples or d.max_samples <= available:
+        return None
+    if text:
+        return (f"data: data.max_samples = {d.max_samples:,} sequences, the data has "
+                f"{available:,}")
+    train, holdout, test = split_sizes(d.max_samples, d.holdout_fraction, d.test_fraction)
+    return (f"data: the split needs {d.max_samples:,} samples ({train:,} train + {holdout:,} "
+            f"holdout + {test:,} test, data.max_samples = {d.max_samples}), the data has "
+            f"{available:,}: give the scenario at least {d.max_samples:,} samples or lower "
+            f"data.max_samples")
+
+
+@contextlib.contextmanager
+def blaming_shortfall(d: DataConfig, available: int, text: bool = False) -> Iterator[None]:
+    """A :class:`ScenarioError` raised inside, prefixed with :func:`data_shortfall` where
+    the data is smaller than the scenario's split: a split too small for an absolute size
+    (a population, canaries, clients) then names its cause, the missing data."""
+    try:
+        yield
+    except ScenarioError as exc:
+        short = data_shortfall(d, available, text)
+        if short is None or str(exc).startswith(short):
+            raise
+        raise ScenarioError(f"{short} -- {exc}") from None
 
 
 def partition_ids(train: np.ndarray, labels: np.ndarray, num_clients: int, scheme: str,
@@ -239,8 +281,14 @@ def _plant_dp_canaries(y: np.ndarray, holdout: np.ndarray, clients: list[np.ndar
 def _build_cached(d: DataConfig, can: CanariesConfig, seed: int,
                   num_clients: int, dp: DpAuditConfig | None = None) -> FederatedData:
     ds = load_dataset(d)
-    if ds.text is not None:
-        return _build_text(ds, d, can, seed, num_clients, dp)
+    with blaming_shortfall(d, len(ds.y), text=ds.text is not None):
+        if ds.text is not None:
+            return _build_text(ds, d, can, seed, num_clients, dp)
+        return _build_images(ds, d, can, seed, num_clients, dp)
+
+
+def _build_images(ds: Dataset, d: DataConfig, can: CanariesConfig, seed: int,
+                  num_clients: int, dp: DpAuditConfig | None) -> FederatedData:
     ds = _subsample(ds, d.max_samples, seed)
     if len(ds.y) < 10:
         raise ScenarioError(f"data: {ds.name} has only {len(ds.y)} samples; need at least 10")
