@@ -7,7 +7,7 @@ The folder (``--out DIR``)::
         matrix.json             the matrix so far (rewritten after every run)
         report.html             the matrix report (rewritten after every run)
         runs/<defense>--<role>/<scenario>-<timestamp>/
-                                each run's own directory (README "What a run leaves")
+                                each run's own directory (docs/guide.md section 4)
 
 Runs go one after another, in plan order; each is an ordinary ``fedaudit run`` (Flower's
 simulation starts and stops its own Ray session per run: :mod:`fedaudit.simulation.runtime`)

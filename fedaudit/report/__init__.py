@@ -2,7 +2,7 @@
 
 The report reads only the run directory (``results.json``, ``rounds.jsonl``,
 ``gnq_samples.npz``, ``scores.npz``, ``scenario.toml``; :mod:`fedaudit.rundir.reading`,
-README "What a run leaves") and embeds every figure as a base64 PNG (label histograms as tiny
+docs/guide.md section 4) and embeds every figure as a base64 PNG (label histograms as tiny
 inline SVG), so the file opens offline, needs no JavaScript and prints with its own
 stylesheet (:mod:`fedaudit.report.style`).
 

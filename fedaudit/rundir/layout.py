@@ -1,6 +1,6 @@
 """The layout of a run directory, in one place: every file and folder name a run leaves.
 
-``fedaudit run`` leaves one directory per run (README "What a run leaves")::
+``fedaudit run`` leaves one directory per run (docs/guide.md section 4, "What a run leaves")::
 
     <name>-<YYYYmmdd-HHMMSS>/
         scenario.toml          the resolved scenario (every default filled in)

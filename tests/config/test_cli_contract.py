@@ -1,4 +1,4 @@
-"""The README's promises about the command line: --version, --set values and blame,
+"""The guide's promises about the command line: --version, --set values and blame,
 paths relative to the scenario file, the command's exit (a run resumed from another
 directory: tests/e2e/test_cli_resume.py)."""
 

@@ -1,4 +1,4 @@
-"""The README's promises about the command line in a run: a run directory validates and
+"""The guide's promises about the command line in a run: a run directory validates and
 resumes from another directory, --resume on a finished run changes nothing."""
 
 import subprocess

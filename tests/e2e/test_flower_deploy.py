@@ -1,4 +1,4 @@
-"""Flower's deployment path: the README's ``flwr run .`` command as printed, and
+"""Flower's deployment path: the user guide's ``flwr run .`` command as printed, and
 ``fedaudit deploy`` (checked exit status).  Every process these tests start (the managed
 local SuperLink, its SuperExec, the simulation and Ray under it) is killed afterwards."""
 
@@ -15,6 +15,7 @@ import pytest
 
 from fedaudit.console.interrupt import descendants
 
+from tests.helpers.docs import GUIDE
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="cleanup reads /proc")
@@ -53,18 +54,18 @@ def flower_home(tmp_path, monkeypatch):
     assert not (_daemons() - before), "a Flower daemon survived the cleanup"
 
 
-def _readme_flwr_command() -> str:
-    text = (ROOT / "README.md").read_text()
+def _guide_flwr_command() -> str:
+    text = GUIDE.read_text()
     cmds = [ln.strip() for ln in text.splitlines()
             if ln.strip().startswith("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run .")]
-    assert len(cmds) == 1, "the README shows one flwr run command in a code block"
+    assert len(cmds) == 1, "the guide shows one flwr run command in a code block"
     return cmds[0]
 
 
-def test_readme_flwr_run_command_as_printed(flower_home):
-    cmd = _readme_flwr_command()
+def test_guide_flwr_run_command_as_printed(flower_home):
+    cmd = _guide_flwr_command()
     assert "num-supernodes=10" in cmd  # quickstart has 10 clients
-    # as the README says: in the checkout, with the virtual environment active
+    # as the guide says: in the checkout, with the virtual environment active
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
                                                   os.environ.get("PATH", "")])}
     proc = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True,

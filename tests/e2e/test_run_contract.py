@@ -1,4 +1,4 @@
-"""The run directory's contract (README "What a run leaves") through the real Flower
+"""The run directory's contract (docs/guide.md section 4, "What a run leaves") through the real Flower
 simulation runtime on Ray (no mocks); (slow) the same seed gives the same numbers."""
 
 import json
@@ -13,6 +13,7 @@ import torch
 from fedaudit.config import from_toml, load_scenario
 from fedaudit.simulation.runtime import NOTE
 
+from tests.helpers.docs import documented_results_keys, documented_run_files
 from tests.helpers.results import result_numbers
 
 TINY = ["federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1",
@@ -21,7 +22,7 @@ TINY = ["federation.num_clients=3", "federation.rounds=2", "train.local_epochs=1
 
 
 def check_run_dir(run: Path, rounds: int, clients: int) -> dict:
-    """The run-directory and results.json contract of the README's "What a run leaves"."""
+    """The run-directory and results.json contract of docs/guide.md sections 4 and 5."""
     scenario = from_toml((run / "scenario.toml").read_text())
     assert scenario.federation.rounds == rounds
     lines = (run / "rounds.jsonl").read_text().splitlines()
@@ -36,6 +37,10 @@ def check_run_dir(run: Path, rounds: int, clients: int) -> dict:
     assert log.count(NOTE) == 1
 
     res = json.loads((run / "results.json").read_text())
+    # docs/guide.md sections 4 and 5 name everything a real run leaves
+    assert set(res) - documented_results_keys() == set(), "results.json keys the guide omits"
+    left = {p.name for p in run.iterdir() if not p.name.startswith(".")}
+    assert left - documented_run_files() == set(), "run-directory entries the guide omits"
     for key in ("fedaudit_version", "seed", "scenario", "model", "rounds", "clients", "attacks",
                 "quantization", "rqn_vs_attack", "timing"):
         assert key in res, key

@@ -1,4 +1,4 @@
-"""scores.npz: every score row the stages produced, last (README "What a run leaves")."""
+"""scores.npz: every score row the stages produced, last (docs/guide.md section 4)."""
 
 from __future__ import annotations
 
