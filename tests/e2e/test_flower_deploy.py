@@ -15,7 +15,7 @@ import pytest
 
 from fedaudit.console.interrupt import descendants
 
-from tests.helpers.docs import GUIDE
+from tests.helpers.docs import flwr_command_run_by_the_suite
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="cleanup reads /proc")
@@ -54,16 +54,8 @@ def flower_home(tmp_path, monkeypatch):
     assert not (_daemons() - before), "a Flower daemon survived the cleanup"
 
 
-def _guide_flwr_command() -> str:
-    text = GUIDE.read_text()
-    cmds = [ln.strip() for ln in text.splitlines()
-            if ln.strip().startswith("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run .")]
-    assert len(cmds) == 1, "the guide shows one flwr run command in a code block"
-    return cmds[0]
-
-
 def test_guide_flwr_run_command_as_printed(flower_home):
-    cmd = _guide_flwr_command()
+    cmd = flwr_command_run_by_the_suite()
     assert "num-supernodes=10" in cmd  # quickstart has 10 clients
     # as the guide says: in the checkout, with the virtual environment active
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),

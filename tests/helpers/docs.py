@@ -1,20 +1,25 @@
-"""The README's and the user guide's code blocks, read with Sybil, and what each shell line
-of them means to the suite (tests/docs/, tests/e2e/test_doc_blocks.py).
+"""The code blocks of the README and the guides (the user guide, the scaling guide, the
+labs' instructor guide), read with Sybil, and what each shell line of them means to the
+suite (tests/docs/, tests/e2e/test_doc_blocks.py).
 
 Every fenced block of a tested document has a language this module knows (``bash``,
 ``python``, ``bibtex``); every line of a ``bash`` block is one command that
-:func:`check_command` either validates as fedaudit would before doing any work (the scenario
-and every ``--set`` through ``fedaudit validate``'s checks, a matrix's or a sweep's every
-run planned and checked), parses with the real argument parser (a command over run
-directories a reader makes first), or checks against the file it names (a Makefile target,
-a script and its flags, the pinned wheels); a line it does not know fails the suite, so a
-new kind of command gets a rule here before it reaches the docs.  Python blocks run:
-those that train (``fedaudit.run``, ``.matrix``, ``.sweep``) in the end-to-end part.
+:func:`check_command` validates as fedaudit would before doing any work (the scenario and
+every ``--set`` through ``fedaudit validate``'s checks, a matrix's or a sweep's every run
+planned and checked), parses with the real argument parser (a command over run directories
+a reader makes first), checks against the tool's ``--help`` (``ray start``, Flower's
+SuperLink and SuperNodes: machines the suite does not have), or checks against the file it
+names (a Makefile target, a script and its flags, the pinned wheels); a line it does not
+know fails the suite, so a new kind of command gets a rule here before it reaches the docs.
+Python blocks run: those that train (``fedaudit.run``, ``.matrix``, ``.sweep``) in the
+end-to-end part; a block under ``<!-- not run: REASON -->`` is skipped with its reason.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
 import re
 import shlex
 import tomllib
@@ -28,7 +33,8 @@ from tests.helpers.paths import ROOT
 
 #: the documents whose blocks the suite checks
 GUIDE = ROOT / "docs" / "guide.md"
-DOCS = (ROOT / "README.md", GUIDE)
+#: the README, the user guide, the scaling guide and the labs' instructor guide
+DOCS = (ROOT / "README.md", GUIDE, ROOT / "docs" / "scaling.md", ROOT / "labs" / "README.md")
 #: fenced-block languages the documents may use
 LANGUAGES = ("bash", "python", "bibtex")
 #: a Python block that trains runs in the end-to-end part
@@ -45,14 +51,16 @@ class Block:
     line: int
     language: str
     source: str
+    #: why the suite does not run it (``<!-- not run: REASON -->`` on the line above)
+    not_run: str = ""
 
     @property
     def id(self) -> str:
-        return f"{self.doc.name}:{self.line}"
+        return f"{self.doc.relative_to(ROOT)}:{self.line}"
 
     @property
     def trains(self) -> bool:
-        return self.language == "python" and bool(TRAINS.search(self.source))
+        return self.language == "python" and not self.not_run and bool(TRAINS.search(self.source))
 
 
 def blocks(doc: Path) -> list[Block]:
@@ -60,9 +68,13 @@ def blocks(doc: Path) -> list[Block]:
     and the ``bibtex`` ones, in document order."""
     found: list[Block] = []
     parsers = [CodeBlockParser(language=lang) for lang in ("bash", "bibtex")]
+    lines = doc.read_text(encoding="utf-8").splitlines()
     for ex in Sybil(parsers=[*parsers, PythonCodeBlockParser()]).parse(doc):
         lexemes = ex.region.lexemes
-        found.append(Block(doc, ex.line, lexemes["arguments"].split()[0], lexemes["source"]))
+        above = next((ln for ln in reversed(lines[:ex.line - 1]) if ln.strip()), "")
+        why = re.fullmatch(r"<!-- not run: (.+) -->", above.strip())
+        found.append(Block(doc, ex.line, lexemes["arguments"].split()[0], lexemes["source"],
+                           why.group(1) if why else ""))
     return found
 
 
@@ -126,19 +138,36 @@ def _fedaudit(args: list[str]) -> str:
         raise AssertionError(f"fedaudit {shlex.join(args)}: the command line is refused "
                              f"(exit {exc.code})") from None
     _needs_shared(args)
-    if ns.command in ("run", "validate", "deploy") and getattr(ns, "scenario", None):
-        validate_all(ns.scenario, ns.overrides)
-        return "validated"
+    if ns.command not in ("run", "validate", "deploy", "matrix", "sweep") \
+            or not getattr(ns, "scenario", None):
+        return "parsed"
+    sets = [*ns.overrides, *_without_a_gpu(ns.scenario, ns.overrides)]
     if ns.command == "matrix":
         if ns.resume and not ns.out:
             raise AssertionError("fedaudit matrix --resume needs --out DIR")
         defenses = [d.strip() for d in ns.defenses.split(",")] if ns.defenses else None
-        plan_matrix(ns.scenario, defenses, ns.overrides)
-        return "validated"
-    if ns.command == "sweep":
-        plan_sweep(ns.scenario, ns.grids, ns.overrides)
-        return "validated"
-    return "parsed"
+        plan_matrix(ns.scenario, defenses, sets)
+    elif ns.command == "sweep":
+        plan_sweep(ns.scenario, ns.grids, sets)
+    else:
+        validate_all(ns.scenario, sets)
+    return "validated"
+
+
+#: what a machine without a GPU adds to validate a scenario that asks for one (the
+#: resource check is the one check such a machine cannot make for it)
+NO_GPU = "federation.client_resources.num_gpus=0"
+
+
+def _without_a_gpu(scenario: str, sets: list[str]) -> list[str]:
+    import torch
+
+    from fedaudit.config import load_scenario
+
+    if torch.cuda.device_count() or not load_scenario(scenario, sets).federation \
+            .client_resources.num_gpus:
+        return []
+    return [NO_GPU]
 
 
 def _script_flags(path: Path) -> set[str]:
@@ -196,15 +225,53 @@ def _make(args: list[str]) -> str:
 def _flwr(args: list[str]) -> Checked:
     """``flwr run . --run-config 'scenario="x" set="a=b;c=d"'``: the run config's scenario and
     overrides validated; tests/e2e/test_flower_deploy.py runs the line as printed."""
-    assert args[:2] == ["run", "."], f"flwr {shlex.join(args)}: only `flwr run .` is documented"
-    config = tomllib.loads(args[args.index("--run-config") + 1].replace(" set=", "\nset="))
+    if args[:2] != ["run", "."]:  # flwr federation simulation-config ...
+        return Checked("", _tool_flags("flwr", args))
+    _tool_flags("flwr", args, sub=1)
+    config = {k: tomllib.loads(f"v = {v}")["v"] for k, v in
+              re.findall(r'([\w-]+)=("(?:[^"\\]|\\.)*")', args[args.index("--run-config") + 1])}
     sets = [s for s in config.get("set", "").split(";") if s]
+    if any(re.search(r"=[A-Z][A-Z_]*$", v) for v in sets):  # federation.num_clients=M
+        return Checked("", "flags")
     _needs_shared(sets)
     from fedaudit.config.preflight import validate_all
     validate_all(config["scenario"], sets)
-    return Checked(" ".join(args), "runs", "tests/e2e/test_flower_deploy.py")
+    tested = "tests/e2e/test_flower_deploy.py"
+    if "flwr " + shlex.join(args) in flwr_command_run_by_the_suite():
+        return Checked("", "runs", tested)
+    return Checked("", "validated")
 
 
+def flwr_command_run_by_the_suite() -> str:
+    """The guide's one ``flwr run .`` line that tests/e2e/test_flower_deploy.py runs."""
+    cmds = [ln.strip() for ln in GUIDE.read_text().splitlines()
+            if ln.strip().startswith("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run .")]
+    assert len(cmds) == 1, "the guide shows one flwr run command in a code block"
+    return cmds[0]
+
+
+def _tool_flags(tool: str, args: list[str], sub: int | None = None) -> str:
+    """An external tool's command (``ray start --head``, ``flower-supernode ...``): every
+    ``--flag`` of ``args`` is in ``TOOL SUBCOMMAND --help`` (the tool as installed with
+    fedaudit), the subcommand being the first ``sub`` words of ``args`` (default: the words
+    before the first flag); values are the reader's (addresses, ids)."""
+    import os
+    import subprocess
+    import sys
+
+    if sub is None:
+        sub = len(list(itertools.takewhile(lambda w: not w.startswith("-"), args)))
+    exe = Path(sys.executable).parent / tool
+    out = subprocess.run([str(exe), *args[:sub], "--help"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "COLUMNS": "400"})
+    name = " ".join([tool, *args[:sub]])
+    assert out.returncode == 0, f"{name} --help failed: {out.stderr[-300:]}"
+    for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", " ".join(args[sub:])):
+        assert flag in out.stdout, f"{name} has no option {flag}"
+    return "flags"
+
+
+@functools.lru_cache(maxsize=None)  # the count of tests/docs reuses the checks
 def check_command(line: str) -> Checked:
     """Check one documented shell command (module docstring); AssertionError saying what is
     wrong, :class:`NeedsShared` where it names an absent ``../shared``."""
@@ -228,6 +295,11 @@ def check_command(line: str) -> Checked:
     elif head == "." and args:  # . .venv/bin/activate
         assert args[0] == ".venv/bin/activate", f". {args[0]}: not the project's venv"
         how = "file"
+    elif tool in ("ray", "flower-superlink", "flower-supernode"):
+        how = _tool_flags(tool, args)
+    elif head == "export":  # export FOO=1
+        assert all(re.fullmatch(r"[A-Z_]+=\S*", a) for a in args), line
+        how = "env"
     elif tool == "jupyter":
         assert args[0] == "notebook" and all((ROOT / a).exists() for a in args[1:]), line
         how = "file"
@@ -299,6 +371,7 @@ def _subparser(words: list[str]):
     return parser, rest
 
 
+@functools.lru_cache(maxsize=None)
 def check_inline(span: str) -> Checked:
     """A command named in the prose: a synopsis (``fedaudit run SCENARIO [--out DIR]``), a
     bare name (``fedaudit matrix``) or a flag of it (``fedaudit compare --quantized``) has a
