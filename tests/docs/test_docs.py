@@ -9,6 +9,7 @@ validation section that measured it."""
 
 from __future__ import annotations
 
+import collections
 import re
 
 import pytest
@@ -75,27 +76,25 @@ def test_every_python_block_runs(block, clean_registries, monkeypatch):
     exec(compile(block.source, f"{block.id}", "exec"), {"__name__": "docs_block"})
 
 
+def _tally(commands, check) -> dict[str, int]:
+    """How many of ``commands`` ``check`` found of each kind (refused: the tests above say
+    why)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for command in commands:
+        try:
+            counts[check(command).how] += 1
+        except NeedsShared:
+            counts["skipped (no ../shared)"] += 1
+        except Exception:
+            counts["refused"] += 1
+    return dict(counts)
+
+
 def test_the_blocks_are_counted(monkeypatch):
     """What the doc tests cover (printed with -s; the issue 60 note quotes it)."""
     monkeypatch.chdir(ROOT)
-    kinds: dict[str, int] = {}
-    for b, ln in SHELL:
-        try:
-            how = check_command(ln).how
-        except NeedsShared:
-            how = "skipped (no ../shared)"
-        except Exception:  # test_every_documented_command_is_valid says why
-            how = "refused"
-        kinds[how] = kinds.get(how, 0) + 1
-    prose: dict[str, int] = {}
-    for _, span in INLINE:
-        try:
-            how = check_inline(span).how
-        except NeedsShared:
-            how = "skipped (no ../shared)"
-        except Exception:
-            how = "refused"
-        prose[how] = prose.get(how, 0) + 1
+    kinds = _tally((ln for _, ln in SHELL), check_command)
+    prose = _tally((span for _, span in INLINE), check_inline)
     trains = sum(b.trains for d in DOCS for b in blocks(d))
     not_run = sum(bool(b.not_run) for b in PYTHON)
     print(f"\n{len(SHELL)} shell commands in code blocks: {kinds}; {len(INLINE)} named in the "
