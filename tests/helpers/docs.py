@@ -80,10 +80,10 @@ def blocks(doc: Path) -> list[Block]:
 
 def fence_languages(doc: Path) -> list[tuple[int, str]]:
     """(line, language) of every opening fence of ``doc`` (an unnamed one as "")."""
-    out, inside = [], False
-    for m in _FENCE.finditer(doc.read_text(encoding="utf-8")):
+    text, out, inside = doc.read_text(encoding="utf-8"), [], False
+    for m in _FENCE.finditer(text):
         if not inside:
-            out.append((doc.read_text(encoding="utf-8")[:m.start()].count("\n") + 1, m.group(1)))
+            out.append((text.count("\n", 0, m.start()) + 1, m.group(1)))
         inside = not inside
     return out
 
@@ -99,9 +99,12 @@ def command_lines(source: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Checked:
-    """How the suite checked a command: ``validated`` (as fedaudit checks before any work),
-    ``parsed`` (the real argument parser accepts it), ``file`` (it names a file, target or pin
-    that exists), or ``runs`` (an end-to-end test runs it as printed: ``by`` names it)."""
+    """How the suite checked a command: ``validated`` (as fedaudit checks before any work;
+    on a machine without a GPU with :data:`NO_GPU` added where the scenario asks for one),
+    ``parsed`` (the real argument parser accepts it), ``flags`` (the tool's ``--help`` or
+    parser declares every flag it names), ``env`` (an environment variable), ``file`` (it
+    names a file, target or pin that exists), or ``runs`` (an end-to-end test runs it as
+    printed: ``by`` names it)."""
     command: str
     how: str
     by: str = ""
@@ -113,10 +116,6 @@ class NeedsShared(Exception):
 
 def _makefile() -> str:
     return (ROOT / "Makefile").read_text()
-
-
-def _sets(args: list[str]) -> list[str]:
-    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set"]
 
 
 def _needs_shared(args: list[str]) -> None:
@@ -222,24 +221,25 @@ def _make(args: list[str]) -> str:
     return "file"
 
 
-def _flwr(args: list[str]) -> Checked:
+def _flwr(args: list[str]) -> str:
     """``flwr run . --run-config 'scenario="x" set="a=b;c=d"'``: the run config's scenario and
     overrides validated; tests/e2e/test_flower_deploy.py runs the line as printed."""
     if args[:2] != ["run", "."]:  # flwr federation simulation-config ...
-        return Checked("", _tool_flags("flwr", args))
+        return _tool_flags("flwr", args)
     _tool_flags("flwr", args, sub=1)
     config = {k: tomllib.loads(f"v = {v}")["v"] for k, v in
               re.findall(r'([\w-]+)=("(?:[^"\\]|\\.)*")', args[args.index("--run-config") + 1])}
     sets = [s for s in config.get("set", "").split(";") if s]
     if any(re.search(r"=[A-Z][A-Z_]*$", v) for v in sets):  # federation.num_clients=M
-        return Checked("", "flags")
+        return "flags"
     _needs_shared(sets)
     from fedaudit.config.preflight import validate_all
     validate_all(config["scenario"], sets)
-    tested = "tests/e2e/test_flower_deploy.py"
-    if "flwr " + shlex.join(args) in flwr_command_run_by_the_suite():
-        return Checked("", "runs", tested)
-    return Checked("", "validated")
+    return "runs" if "flwr " + shlex.join(args) in flwr_command_run_by_the_suite() else "validated"
+
+
+#: the test that runs the guide's ``flwr run .`` line as printed
+FLWR_RUN_BY = "tests/e2e/test_flower_deploy.py"
 
 
 def flwr_command_run_by_the_suite() -> str:
@@ -281,7 +281,7 @@ def check_command(line: str) -> Checked:
     head, args = words[0], words[1:]
     tool = Path(head).name
     if tool == "fedaudit":
-        how: Checked | str = _fedaudit(args)
+        how = _fedaudit(args)
     elif tool == "make":
         how = _make(args)
     elif tool == "pip":
@@ -306,7 +306,7 @@ def check_command(line: str) -> Checked:
     else:
         raise AssertionError(f"{line!r}: tests/helpers/docs.py has no rule for {head!r}; "
                              "add one (validate or run it) before documenting it")
-    return Checked(line, how.how, how.by) if isinstance(how, Checked) else Checked(line, how)
+    return Checked(line, how, FLWR_RUN_BY if how == "runs" else "")
 
 
 # ---- the guide's tables --------------------------------------------------------------------
