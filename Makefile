@@ -29,13 +29,15 @@ run: $(STAMP)
 #
 # The unit tests run as two pytest processes at once, one thread each: one process would
 # leave the second core idle (CI has two).  UNIT_A holds the folders whose tests start the
-# command line in subprocesses (about half of the unit tests' time), the other process
-# every other folder, so a new folder lands there without an edit.  The second process's
-# report is printed after the first's; the recipe fails if either fails.  The end-to-end
-# tests run alone: two Ray runs at once would compete for the cores and the Ctrl-C test
-# times its exit.
+# command line in subprocesses or validate scenarios with their data (tests/docs and the
+# scenario headers' test check every documented command): about half of the unit tests'
+# time; the other process every other folder, so a new folder lands there without an edit.
+# The second process's report is printed after the first's; the recipe fails if either
+# fails.  The end-to-end tests run alone: two Ray runs at once would compete for the cores
+# and the Ctrl-C test times its exit.
 UNIT := FEDAUDIT_TEST_THREADS=1 $(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
-UNIT_A := tests/simulation tests/config tests/project tests/data tests/secrets tests/audit
+UNIT_A := tests/simulation tests/config tests/project tests/data tests/secrets tests/audit \
+	tests/docs
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache

@@ -255,20 +255,27 @@ def _tool_flags(tool: str, args: list[str], sub: int | None = None) -> str:
     ``--flag`` of ``args`` is in ``TOOL SUBCOMMAND --help`` (the tool as installed with
     fedaudit), the subcommand being the first ``sub`` words of ``args`` (default: the words
     before the first flag); values are the reader's (addresses, ids)."""
+    if sub is None:
+        sub = len(list(itertools.takewhile(lambda w: not w.startswith("-"), args)))
+    name = " ".join([tool, *args[:sub]])
+    helptext = _help(tool, tuple(args[:sub]))
+    for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", " ".join(args[sub:])):
+        assert flag in helptext, f"{name} has no option {flag}"
+    return "flags"
+
+
+@functools.lru_cache(maxsize=None)  # ray start --help takes a second or two
+def _help(tool: str, sub: tuple[str, ...]) -> str:
+    """``TOOL SUB --help`` of the tool installed beside this Python, unwrapped."""
     import os
     import subprocess
     import sys
 
-    if sub is None:
-        sub = len(list(itertools.takewhile(lambda w: not w.startswith("-"), args)))
-    exe = Path(sys.executable).parent / tool
-    out = subprocess.run([str(exe), *args[:sub], "--help"], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "COLUMNS": "400"})
-    name = " ".join([tool, *args[:sub]])
-    assert out.returncode == 0, f"{name} --help failed: {out.stderr[-300:]}"
-    for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", " ".join(args[sub:])):
-        assert flag in out.stdout, f"{name} has no option {flag}"
-    return "flags"
+    out = subprocess.run([str(Path(sys.executable).parent / tool), *sub, "--help"],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "COLUMNS": "400"})
+    assert out.returncode == 0, f"{tool} {' '.join(sub)} --help failed: {out.stderr[-300:]}"
+    return out.stdout
 
 
 @functools.lru_cache(maxsize=None)  # the count of tests/docs reuses the checks
