@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -86,15 +85,6 @@ def split_ids(y: np.ndarray, holdout_fraction: float, test_fraction: float,
     return np.sort(train), np.sort(holdout), np.sort(test)
 
 
-def split_sizes(n: int, holdout_fraction: float,
-                test_fraction: float) -> tuple[int, int, int]:
-    """The (train, holdout, test) sizes :func:`split_ids` gives ``n`` samples (the rounding
-    of scikit-learn's ``train_test_split``: each split taken off rounds up)."""
-    test = math.ceil(test_fraction * n)
-    holdout = math.ceil(holdout_fraction / (1.0 - test_fraction) * (n - test))
-    return n - test - holdout, holdout, test
-
-
 def data_shortfall(d: DataConfig, available: int, text: bool = False) -> str | None:
     """One line when ``data.max_samples`` asks for more samples than the data has
     (``available``): the sizes the scenario's split was made for and what the data gives.
@@ -105,7 +95,9 @@ def data_shortfall(d: DataConfig, available: int, text: bool = False) -> str | N
     if text:
         return (f"data: data.max_samples = {d.max_samples:,} sequences, the data has "
                 f"{available:,}")
-    train, holdout, test = split_sizes(d.max_samples, d.holdout_fraction, d.test_fraction)
+    # the sizes split_ids gives that many samples (its rounding, not a copy of it)
+    train, holdout, test = map(len, split_ids(np.zeros(d.max_samples, np.int64),
+                                              d.holdout_fraction, d.test_fraction, 0))
     return (f"data: the split needs {d.max_samples:,} samples ({train:,} train + {holdout:,} "
             f"holdout + {test:,} test, data.max_samples = {d.max_samples}), the data has "
             f"{available:,}: give the scenario at least {d.max_samples:,} samples or lower "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_matrix_parser", "cmd_matrix", "print_summary"]
+__all__ = ["add_matrix_parser", "cmd_matrix", "plan_of", "print_summary"]
 
 
 def add_matrix_parser(sub: Any, parser_class: type) -> None:
@@ -45,20 +45,28 @@ def print_summary(doc: dict[str, Any]) -> None:
             matrix_table(cols, f"threat-model matrix: {doc['scenario']}"))
 
 
+def plan_of(args: argparse.Namespace):
+    """The matrix the parsed command line asks for, every run checked before any work
+    (:func:`~fedaudit.defense_matrix.plan_matrix`); ScenarioError naming what is wrong."""
+    from fedaudit.config import ScenarioError
+    from fedaudit.defense_matrix import plan_matrix
+
+    if args.resume and not args.out:  # before the runs are planned and checked
+        raise ScenarioError("--resume needs --out DIR, the folder of the matrix to continue")
+    defenses = ([d.strip() for d in args.defenses.split(",")] if args.defenses is not None
+                else None)
+    return plan_matrix(args.scenario, defenses, args.overrides)
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
     from fedaudit.console.interrupt import stop_cleanly_on_sigint
     from fedaudit.console.progress import RichProgress
-    from fedaudit.defense_matrix import open_matrix_dir, plan_matrix, run_matrix
-    from fedaudit.config import ScenarioError
+    from fedaudit.defense_matrix import open_matrix_dir, run_matrix
 
-    if args.resume and not args.out:  # before the runs are planned and checked
-        raise ScenarioError("--resume needs --out DIR, the folder of the matrix to continue")
-    defenses = ([d.strip() for d in args.defenses.split(",")] if args.defenses is not None
-                else None)
-    plan = plan_matrix(args.scenario, defenses, args.overrides)
+    plan = plan_of(args)
     root = open_matrix_dir(plan, args.out, resume=args.resume)
     console = Console(stderr=True)
     console.print(f"[bold]matrix[/] {escape(str(root))}: {len(plan.defenses)} defenses, "

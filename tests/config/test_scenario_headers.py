@@ -27,12 +27,11 @@ import pytest
 
 from fedaudit.config import ScenarioError, bundled_scenarios
 
-from tests.helpers.docs import NeedsShared, check_command
+from tests.helpers.docs import NO_GPU, NeedsShared, check_command
 from tests.helpers.paths import ROOT
 
 COMMAND = re.compile(r"^#   (fedaudit .*)$")
 FAILS = re.compile(r"^#   \(fails on this copy: (.+)\)$")
-NO_GPU = "federation.client_resources.num_gpus=0"
 
 
 def header(path: Path) -> list[str]:
@@ -100,16 +99,10 @@ def test_header_says_how_to_run_it(name, path):
 
 def _validate(text: str) -> None:
     """What the header's ``fedaudit ...`` line checks before any work, as the README's and
-    the guide's commands are checked (tests/helpers/docs.py); raises ScenarioError, or
-    NeedsShared where it names an absent ``../shared``."""
-    import torch
-
-    args = shlex.split(text)
-    scenario = args[2] if len(args) > 2 else ""
-    if (torch.cuda.device_count() == 0 and scenario in dict(SCENARIOS)
-            and _asks_for_gpu(dict(SCENARIOS)[scenario])):
-        args += ["--set", NO_GPU]  # what the header tells a machine without a GPU
-    assert check_command(shlex.join(args)).how == "validated", \
+    the guide's commands are checked (tests/helpers/docs.py, which adds :data:`NO_GPU` where
+    the scenario asks for a GPU this machine lacks, as the header tells); raises
+    ScenarioError, or NeedsShared where it names an absent ``../shared``."""
+    assert check_command(text).how == "validated", \
         f"{text}: a header command runs, validates or matrixes a scenario"
 
 

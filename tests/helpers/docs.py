@@ -17,6 +17,7 @@ end-to-end part; a block under ``<!-- not run: REASON -->`` is skipped with its 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import itertools
@@ -128,7 +129,7 @@ def _fedaudit(args: list[str]) -> str:
     then validate what it would run."""
     from fedaudit.cli import _parser
     from fedaudit.config.preflight import validate_all
-    from fedaudit.defense_matrix import plan_matrix
+    from fedaudit.defense_matrix.commands import plan_of
     from fedaudit.sweep import plan_sweep
 
     try:
@@ -141,11 +142,8 @@ def _fedaudit(args: list[str]) -> str:
             or not getattr(ns, "scenario", None):
         return "parsed"
     sets = [*ns.overrides, *_without_a_gpu(ns.scenario, ns.overrides)]
-    if ns.command == "matrix":
-        if ns.resume and not ns.out:
-            raise AssertionError("fedaudit matrix --resume needs --out DIR")
-        defenses = [d.strip() for d in ns.defenses.split(",")] if ns.defenses else None
-        plan_matrix(ns.scenario, defenses, sets)
+    if ns.command == "matrix":  # what `fedaudit matrix` checks before its first run
+        plan_of(argparse.Namespace(**{**vars(ns), "overrides": sets}))
     elif ns.command == "sweep":
         plan_sweep(ns.scenario, ns.grids, sets)
     else:
